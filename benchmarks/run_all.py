@@ -1,0 +1,33 @@
+"""Run every benchmark side by side with the peer libraries and print the figures.
+
+Usage: ``make bench`` (sets up ``.venv-bench`` with the peers of ``benchmarks/requirements.txt``), or
+``.venv-bench/bin/python benchmarks/run_all.py``. Each script writes its JSON into
+``benchmarks/results/``; BENCHMARKS.md records the figures of one such run.
+"""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SCRIPTS = ["bench_samplers.py", "bench_accountants.py"]
+
+
+def main() -> int:
+    results = HERE / "results"
+    results.mkdir(exist_ok=True)
+    print(f"python {platform.python_version()} on {platform.machine()}, {platform.node()}")
+    status = 0
+    for script in SCRIPTS:
+        out = results / script.replace("bench_", "").replace(".py", ".json")
+        print(f"\n=== {script} ===", flush=True)
+        code = subprocess.call([sys.executable, str(HERE / script), "--out", str(out)])
+        status = status or code
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

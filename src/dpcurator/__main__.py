@@ -1,0 +1,5 @@
+"""``python -m dpcurator`` runs the command line."""
+
+from dpcurator.cli import main
+
+main()

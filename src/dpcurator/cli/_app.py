@@ -1,0 +1,202 @@
+"""The ``dpcurator`` command: a privacy calculator and the demo.
+
+``dpcurator epsilon`` answers "what epsilon does this cost?", ``dpcurator noise`` the inverse
+("how much noise for this epsilon?"), ``dpcurator compose`` composes a list of mechanisms under
+every accountant that supports them, and ``dpcurator demo`` runs the tour.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from dpcurator.accounting import (
+    ACCOUNTANT_NAMES,
+    ComposedEvent,
+    GaussianEvent,
+    PoissonSampledEvent,
+    PrivacyEvent,
+    SelfComposedEvent,
+    discrete_gaussian_sigma,
+    dpsgd_noise_multiplier,
+    gaussian_sigma_analytic,
+    gaussian_sigma_classic,
+    laplace_scale,
+    make_accountant,
+)
+from dpcurator.cli._specs import parse_spec, parse_spec_file
+from dpcurator.cli._tour import run_tour
+from dpcurator.errors import DPError, InvalidParameterError, UnsupportedEventError
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="dpcurator",
+    help="Differential privacy: a privacy calculator, and the demo.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+console = Console()
+
+_ACCOUNTANT_HELP = f"Accountant: one of {', '.join(ACCOUNTANT_NAMES)}, or 'all'."
+
+
+def _epsilons(
+    event: PrivacyEvent, delta: float, accountant: str
+) -> list[tuple[str, float | None, str]]:
+    """Epsilon under each requested accountant: (name, epsilon or None, note)."""
+    names = ACCOUNTANT_NAMES if accountant == "all" else (accountant,)
+    rows: list[tuple[str, float | None, str]] = []
+    for name in names:
+        acc = make_accountant(name)
+        try:
+            acc.compose(event)
+        except UnsupportedEventError as exc:
+            if accountant != "all":
+                raise
+            rows.append((name, None, str(exc).split(". ")[0]))
+            continue
+        rows.append((name, acc.get_epsilon(delta), ""))
+    return rows
+
+
+def _print_rows(rows: list[tuple[str, float | None, str]], delta: float, as_json: bool) -> None:
+    if as_json:
+        payload = [{"accountant": n, "epsilon": e, "delta": delta, "note": t} for n, e, t in rows]
+        typer.echo(json.dumps(payload if len(payload) > 1 else payload[0]))
+        return
+    if len(rows) == 1:
+        name, eps, _ = rows[0]
+        typer.echo(f"epsilon = {eps:.6g}  (accountant: {name}, delta = {delta:g})")
+        return
+    table = Table(title=f"epsilon at delta = {delta:g}")
+    table.add_column("accountant")
+    table.add_column("epsilon", justify="right")
+    table.add_column("note")
+    valid = [e for _, e, _ in rows if e is not None and math.isfinite(e)]
+    best = min(valid) if valid else None
+    for name, eps, note in rows:
+        shown = "—" if eps is None else f"{eps:.6g}"
+        if eps is not None and eps == best:
+            shown = f"[bold green]{shown}[/]"
+        table.add_row(name, shown, note)
+    console.print(table)
+
+
+def _fail(exc: DPError) -> None:
+    console.print(f"[red]error:[/] {exc}")
+    raise typer.Exit(code=2)
+
+
+@app.command()
+def epsilon(
+    noise_multiplier: Annotated[
+        float, typer.Option(help="Gaussian noise standard deviation / L2 sensitivity.")
+    ],
+    delta: Annotated[float, typer.Option(help="Target delta.")] = 1e-5,
+    sampling_rate: Annotated[float, typer.Option(help="Poisson sampling rate q.")] = 1.0,
+    steps: Annotated[int, typer.Option(help="Number of compositions (training steps).")] = 1,
+    accountant: Annotated[str, typer.Option(help=_ACCOUNTANT_HELP)] = "pld",
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Epsilon of a (Poisson-subsampled) Gaussian mechanism run STEPS times (e.g. DP-SGD)."""
+    try:
+        event: PrivacyEvent = GaussianEvent(sigma=noise_multiplier)
+        if sampling_rate != 1.0:
+            event = PoissonSampledEvent(sampling_rate=sampling_rate, event=event)
+        rows = _epsilons(SelfComposedEvent(event, steps), delta, accountant)
+    except DPError as exc:
+        _fail(exc)
+        return
+    _print_rows(rows, delta, as_json)
+
+
+@app.command()
+def noise(
+    epsilon: Annotated[float, typer.Option(help="Target epsilon.")],
+    delta: Annotated[float, typer.Option(help="Target delta (0 for pure DP).")] = 1e-5,
+    mechanism: Annotated[
+        str, typer.Option(help="dpsgd, gaussian, discrete-gaussian or laplace.")
+    ] = "dpsgd",
+    sensitivity: Annotated[float, typer.Option(help="Sensitivity (L1 or L2).")] = 1.0,
+    sampling_rate: Annotated[float, typer.Option(help="dpsgd: Poisson sampling rate.")] = 0.01,
+    steps: Annotated[int, typer.Option(help="dpsgd: number of steps.")] = 1000,
+    accountant: Annotated[str, typer.Option(help="dpsgd: pld or rdp.")] = "pld",
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Answer the inverse question: how much noise achieves a target epsilon."""
+    results: dict[str, float] = {}
+    try:
+        if mechanism == "dpsgd":
+            results["noise_multiplier"] = dpsgd_noise_multiplier(
+                epsilon, delta, sampling_rate=sampling_rate, steps=steps, accountant=accountant
+            )
+        elif mechanism == "gaussian":
+            results["sigma_analytic"] = gaussian_sigma_analytic(epsilon, delta, sensitivity)
+            if epsilon < 1:
+                results["sigma_classic"] = gaussian_sigma_classic(epsilon, delta, sensitivity)
+        elif mechanism == "discrete-gaussian":
+            if sensitivity != int(sensitivity):
+                raise InvalidParameterError(
+                    "sensitivity", sensitivity, "must be an integer for the discrete Gaussian"
+                )
+            results["sigma"] = discrete_gaussian_sigma(epsilon, delta, int(sensitivity))
+        elif mechanism == "laplace":
+            results["scale"] = laplace_scale(epsilon, sensitivity)
+        else:
+            raise InvalidParameterError(
+                "mechanism", mechanism, "must be dpsgd, gaussian, discrete-gaussian or laplace"
+            )
+    except DPError as exc:
+        _fail(exc)
+        return
+    if as_json:
+        typer.echo(json.dumps({"epsilon": epsilon, "delta": delta, **results}))
+        return
+    for key, value in results.items():
+        typer.echo(f"{key} = {value:.6g}")
+
+
+@app.command()
+def compose(
+    specs: Annotated[
+        list[str] | None,
+        typer.Argument(help="Mechanisms, e.g. laplace:epsilon=0.1,count=5 gaussian:sigma=3."),
+    ] = None,
+    file: Annotated[Path | None, typer.Option(help="TOML file with [[mechanism]] tables.")] = None,
+    delta: Annotated[float | None, typer.Option(help="Target delta (default 1e-5).")] = None,
+    accountant: Annotated[str, typer.Option(help=_ACCOUNTANT_HELP)] = "all",
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Compose a list of mechanisms and print epsilon under each accountant."""
+    try:
+        events = [parse_spec(spec) for spec in specs or []]
+        if file is not None:
+            file_events, file_delta = parse_spec_file(file)
+            events.extend(file_events)
+            delta = delta if delta is not None else file_delta
+        if not events:
+            raise InvalidParameterError("specs", [], "must name at least one mechanism or a --file")
+        target = 1e-5 if delta is None else delta
+        rows = _epsilons(ComposedEvent(tuple(events)), target, accountant)
+    except DPError as exc:
+        _fail(exc)
+        return
+    _print_rows(rows, target, as_json)
+
+
+@app.command()
+def demo() -> None:
+    """Run the tour: secure noise, randomized response, Laplace, accounting, budgets."""
+    run_tour(console)
+
+
+def main() -> None:
+    """Entry point of the ``dpcurator`` console script."""
+    app()

