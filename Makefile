@@ -25,8 +25,8 @@ demo: $(VENV)/.stamp-run
 	$(BIN)/dpcurator demo
 
 lint: $(VENV)/.stamp-test
-	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks scripts
+	$(BIN)/ruff format --check src tests benchmarks scripts
 
 typecheck: $(VENV)/.stamp-test
 	$(BIN)/mypy

@@ -1,7 +1,7 @@
 """Run every benchmark side by side with the peer libraries and print the figures.
 
-Usage: ``make bench`` (sets up ``.venv-bench`` with the peers of ``benchmarks/requirements.txt``), or
-``.venv-bench/bin/python benchmarks/run_all.py``. Each script writes its JSON into
+Usage: ``make bench`` (sets up ``.venv-bench`` with the peers of
+``benchmarks/requirements.txt``), or ``.venv-bench/bin/python benchmarks/run_all.py``. Each script writes its JSON into
 ``benchmarks/results/``; BENCHMARKS.md records the figures of one such run.
 """
 

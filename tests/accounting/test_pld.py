@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import mpmath
@@ -25,8 +26,8 @@ from dpcurator.accounting import (
     SampledWithoutReplacementEvent,
     SelfComposedEvent,
     ZCDPEvent,
+    _pld,
 )
-from dpcurator.accounting import _pld
 from dpcurator.accounting._pld import PLDAccountant
 from dpcurator.accounting._profiles import privacy_profile
 from dpcurator.errors import InvalidParameterError, UnsupportedEventError
@@ -36,12 +37,12 @@ mpf = mpmath.mpf
 
 H = 1e-4  # default grid step
 # Tightness tolerance in epsilon: one grid step. Connect the dots is exact at the grid nodes and
-# the composition of the discretised pairs is within O(h) of the truth; measured errors on the
-# cases below are < 3e-6.
+# the composition of the discretised pairs is within O(h) of the truth; measured excesses on
+# the cases below run from 2e-9 (one Gaussian) to 6e-5 (10000 narrow Gaussians).
 TOL_EPS = H
 ROUND_OFF = 1e-14  # float64 round-off allowed below an exact reference
-# Above an exact reference the accountant adds its bound on the FFT's floating-point error: in
-# the bulk of a distribution about 1e-9 of delta, and a relative 1e-5 at the far tail.
+# Above an exact reference the accountant adds its bound on the FFT's floating-point error
+# (about 1e-9 of delta in the bulk of a distribution, at most 1e-5 relative in its far tail).
 ALLOWANCE = 1e-8
 
 
@@ -329,11 +330,13 @@ def test_composing_more_never_lowers_epsilon(
     for event in events:
         base.compose(event, count)
     more = base.copy().compose(extra)
-    # Up to the floating-point allowance, which differs between the two compositions.
+    # Exactly: delta(more) >= delta(base) for the discretised pairs (data processing). The
+    # reported base delta exceeds its exact value by at most twice its round-off allowance.
+    for eps in [0.1, 1.0, 3.0]:
+        slack = 2 * max(c.allowance[c._first_above(eps)] for c in base._composed().values())
+        assert more.get_delta(eps) >= base.get_delta(eps) - slack - ROUND_OFF
     for delta in [1e-3, 1e-6]:
         assert more.get_epsilon(delta) >= base.get_epsilon(delta) - 1e-6
-    for eps in [0.1, 1.0, 3.0]:
-        assert more.get_delta(eps) >= base.get_delta(eps) - ALLOWANCE
 
 
 @settings(max_examples=20, deadline=None)
@@ -344,10 +347,10 @@ def test_epsilon_and_delta_are_monotone(events: list[PrivacyEvent], count: int) 
         acc.compose(event, count)
     deltas = [1e-10, 1e-7, 1e-4, 1e-2, 0.2]
     epsilons = [acc.get_epsilon(d) for d in deltas]
-    assert all(a >= b for a, b in zip(epsilons, epsilons[1:], strict=False))
+    assert all(a >= b for a, b in itertools.pairwise(epsilons))
     grid = [0.0, 0.01, 0.3, 1.0, 2.0, 5.0, 20.0]
     values = [acc.get_delta(e) for e in grid]
-    assert all(a >= b for a, b in zip(values, values[1:], strict=False))
+    assert all(a >= b for a, b in itertools.pairwise(values))
     # get_epsilon inverts get_delta: delta(eps(d)) <= d.
     for d, eps in zip(deltas, epsilons, strict=True):
         if math.isfinite(eps) and eps > 0:

@@ -51,7 +51,7 @@ def _close(value: float, reference: mpmath.mpf, rel: float = REL, atol: float = 
 ATOL_FINITE = 1e-15
 
 
-def _phi(x: mpmath.mpf, mean: mpmath.mpf = mpf(0)) -> mpmath.mpf:
+def _phi(x: mpmath.mpf, mean: float | mpmath.mpf = 0) -> mpmath.mpf:
     return mpmath.npdf(x, mean, 1)
 
 
@@ -130,7 +130,7 @@ def _ref_sampled_gaussian(eps: float, mu: float, q: float, orientation: str) -> 
 def _ref_discrete_gaussian(eps: float, sigma: float, d: int) -> mpmath.mpf:
     s2 = 2 * mpf(sigma) ** 2
     n = int(40 * sigma) + 40
-    w = {x: mpmath.exp(-mpf(x) ** 2 / s2) for x in range(-n - d, n + d + 1)}
+    w = {x: mpmath.exp(-(mpf(x) ** 2) / s2) for x in range(-n - d, n + d + 1)}
     z = mpmath.fsum(w.values())
     e = mpmath.exp(mpf(eps))
     return mpmath.fsum(max(w[y - d] - e * w[y], mpf(0)) for y in range(-n, n + 1)) / z
@@ -147,7 +147,9 @@ def _ref_finite(first: list[mpmath.mpf], second: list[mpmath.mpf], eps: float) -
 @pytest.mark.parametrize("noise_multiplier", [0.3, 1.0, 5.0])
 def test_gaussian_matches_numerical_integration(noise_multiplier: float) -> None:
     values = hockey_stick_gaussian(EPSILONS, noise_multiplier)
-    event_values = privacy_profile(GaussianEvent(sigma=2 * noise_multiplier, sensitivity=2.0), EPSILONS)
+    event_values = privacy_profile(
+        GaussianEvent(sigma=2 * noise_multiplier, sensitivity=2.0), EPSILONS
+    )
     for eps, value, other in zip(EPSILONS, values, event_values, strict=True):
         ref = _ref_gaussian(eps, 1 / noise_multiplier)
         assert _close(float(value), ref), (eps, value, ref)
@@ -313,7 +315,9 @@ def test_sampling_without_replacement() -> None:
     # Pure inner event: ApproxDP(ln(1 + gamma (e^eps - 1)), gamma delta) (BBG18, Theorem 10).
     event = SampledWithoutReplacementEvent(10, 100, LaplaceEvent(scale=1.0))
     amplified = ApproxDPEvent(math.log1p(gamma * math.expm1(1.0)), 0.0)
-    np.testing.assert_allclose(privacy_profile(event, EPSILONS), privacy_profile(amplified, EPSILONS))
+    np.testing.assert_allclose(
+        privacy_profile(event, EPSILONS), privacy_profile(amplified, EPSILONS)
+    )
     # Gaussian inner event: pointwise amplified profile, mirrored for eps < 0.
     event = SampledWithoutReplacementEvent(10, 100, GaussianEvent(1.0))
     for eps in [0.0, 0.05, 0.5, 2.0]:
@@ -323,7 +327,9 @@ def test_sampling_without_replacement() -> None:
         a = math.exp(-eps)
         assert privacy_profile(event, -eps) == pytest.approx(1 - a + a * expected, rel=1e-12)
     full = SampledWithoutReplacementEvent(5, 5, GaussianEvent(1.0))
-    np.testing.assert_allclose(privacy_profile(full, EPSILONS), hockey_stick_gaussian(EPSILONS, 1.0))
+    np.testing.assert_allclose(
+        privacy_profile(full, EPSILONS), hockey_stick_gaussian(EPSILONS, 1.0)
+    )
 
 
 # ---------------------------------------------------------------------------------------------

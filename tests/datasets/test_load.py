@@ -13,13 +13,27 @@ import pandas as pd
 import pytest
 
 import dpcurator.datasets
-from dpcurator.datasets import DATASETS, dataset_path, load_adult, load_cps, load_flights
+from dpcurator.datasets import (
+    DATASETS,
+    dataset_path,
+    load_adult,
+    load_cps,
+    load_flights,
+    load_pet_names,
+    load_surnames,
+)
 from dpcurator.errors import InvalidParameterError
 
 DATASETS_MD = Path(__file__).resolve().parents[2] / "DATASETS.md"
 PACKAGE_DIR = Path(dpcurator.datasets.__file__).resolve().parent
 
-LOADERS = {"adult": load_adult, "cps": load_cps, "flights": load_flights}
+LOADERS = {
+    "adult": load_adult,
+    "cps": load_cps,
+    "flights": load_flights,
+    "surnames": load_surnames,
+    "pets": load_pet_names,
+}
 
 STRING = "string"  # any pandas string dtype (object of str, StringDtype, pandas 3 "str")
 EXPECTED_DTYPES: dict[str, dict[str, str]] = {
@@ -81,8 +95,28 @@ EXPECTED_DTYPES: dict[str, dict[str, str]] = {
         "distance": "int64",
         "hour": "int64",
     },
+    "surnames": {
+        "name": STRING,
+        "percent": "float64",
+        "cumulative_percent": "float64",
+        "rank": "int64",
+    },
+    "pets": {
+        "license_issue_date": "datetime64[ms]",
+        "animal_name": STRING,
+        "species": STRING,
+        "primary_breed": STRING,
+        "secondary_breed": STRING,
+        "zip_code": STRING,
+    },
 }
-EXPECTED_ROWS = {"adult": 32_561, "cps": 280_005, "flights": 336_776}
+EXPECTED_ROWS = {
+    "adult": 32_561,
+    "cps": 280_005,
+    "flights": 336_776,
+    "surnames": 88_799,
+    "pets": 52_519,
+}
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +142,7 @@ def _documented() -> dict[str, tuple[int, int, int, str]]:
 
 
 def test_names_and_paths() -> None:
-    assert DATASETS == ("adult", "cps", "flights")
+    assert DATASETS == ("adult", "cps", "flights", "surnames", "pets")
     for name in DATASETS:
         path = dataset_path(name)
         assert path.is_absolute()
@@ -117,9 +151,11 @@ def test_names_and_paths() -> None:
         assert path.stat().st_size < 5_000_000
 
 
-@pytest.mark.parametrize("bad", ["Adult", "adult.parquet", "", "../cps", None, 3])
+@pytest.mark.parametrize("bad", ["Adult", "adult.parquet", "", "../cps", None, 3, "surname"])
 def test_unknown_name_is_rejected(bad: Any) -> None:
-    with pytest.raises(InvalidParameterError, match="name must be one of adult, cps, flights"):
+    with pytest.raises(
+        InvalidParameterError, match="name must be one of adult, cps, flights, surnames, pets"
+    ):
         dataset_path(bad)
 
 
@@ -283,3 +319,45 @@ def test_flights_values(frames: dict[str, pd.DataFrame]) -> None:
     assert int(flights["dep_time"].isna().sum()) == 8_255
     assert int(flights["arr_delay"].isna().sum()) == 9_430
     assert flights["air_time"].dropna().between(20, 695).all()
+
+
+def test_surnames_values(frames: dict[str, pd.DataFrame]) -> None:
+    surnames = frames["surnames"]
+    assert surnames["name"].is_unique
+    assert surnames["rank"].tolist() == list(range(1, EXPECTED_ROWS["surnames"] + 1))
+    assert surnames.head(5)["name"].tolist() == ["SMITH", "JOHNSON", "WILLIAMS", "JONES", "BROWN"]
+    assert surnames.loc[0, "percent"] == 1.006
+    assert (surnames["percent"].diff().dropna() <= 0).all()  # most frequent first
+    assert (surnames["cumulative_percent"].diff().dropna() >= 0).all()
+    assert surnames["cumulative_percent"].iloc[-1] == 90.483
+    assert int((surnames["percent"] > 0).sum()) == 18_839
+    assert surnames["percent"].sum() == pytest.approx(79.59)
+    assert surnames["percent"].head(1000).sum() == pytest.approx(43.384)
+    # Real surnames that a careless CSV reader turns into missing values or booleans.
+    assert {"NA", "NAN", "NULL", "TRUE"} <= set(surnames["name"])
+    assert not surnames.isna().any().any()
+    assert surnames["name"].str.fullmatch(r"[A-Z]+").all()
+
+
+def test_pets_values(frames: dict[str, pd.DataFrame]) -> None:
+    pets = frames["pets"]
+    assert "license_number" not in pets.columns  # an identifier: dropped
+    assert pets["species"].value_counts().to_dict() == {
+        "Dog": 35_181,
+        "Cat": 17_294,
+        "Goat": 38,
+        "Pig": 6,
+    }
+    names = pets["animal_name"].value_counts()
+    assert len(names) == 13_929
+    assert names.head(3).to_dict() == {"Lucy": 439, "Charlie": 387, "Luna": 355}
+    assert int((names == 1).sum()) == 9_636
+    assert pets.isna().sum()[lambda m: m > 0].to_dict() == {
+        "animal_name": 483,
+        "secondary_breed": 29_517,
+        "zip_code": 397,
+    }
+    assert pets["license_issue_date"].min() == pd.Timestamp("2003-04-19")
+    assert pets["license_issue_date"].max() == pd.Timestamp("2018-12-31")
+    assert pets["primary_breed"].nunique() == 336
+    assert pets["zip_code"].nunique() == 167

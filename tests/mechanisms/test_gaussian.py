@@ -7,9 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from dpcurator.accounting import DiscreteGaussianEvent
-from dpcurator.accounting._calibration import gaussian_sigma_analytic
-from dpcurator.accounting._composition import BasicAccountant
+from dpcurator.accounting import BasicAccountant, DiscreteGaussianEvent, gaussian_sigma_analytic
 from dpcurator.errors import InvalidParameterError
 from dpcurator.mechanisms import discrete_gaussian_mechanism, gaussian_mechanism, mean_sensitivity
 from dpcurator.noise import InsecureSeededSource
@@ -86,7 +84,8 @@ def test_discrete_gaussian_mechanism_on_integers() -> None:
         np.array([[1, 2], [3, 4]]), sigma=2.5, sensitivity=2.0, source=InsecureSeededSource(0)
     )
     assert release.value.dtype == np.int64 and release.value.shape == (2, 2)
-    assert release.event == DiscreteGaussianEvent(sigma=2.5, sensitivity=2.0)
+    # 4 coordinates, L2 sensitivity 2: up to 4 integer coordinates can move by 1 each.
+    assert release.event == DiscreteGaussianEvent(sigma=2.5, sensitivity=2.0, dimension=4)
     assert release.error is not None and release.error.unit == 1.0 and release.error.rounding == 0
     # The discrete Gaussian's variance is below sigma^2, by e^{-2 pi^2 sigma^2} (Poisson
     # summation): invisible in float64 at sigma = 2.5, clear at sigma = 0.4.
@@ -133,3 +132,21 @@ def test_bad_parameters_name_the_argument(call: object, name: str) -> None:
         call()  # type: ignore[operator]
     assert info.value.name == name
     assert name in str(info.value)
+
+
+def test_vector_release_is_accounted_through_zcdp_only() -> None:
+    """Several changing coordinates: the exact 1-D profile does not apply (CKS20 Thm 14)."""
+    from dpcurator.accounting import PLDAccountant, ZCDPAccountant
+    from dpcurator.errors import UnsupportedEventError
+    from dpcurator.noise import InsecureSeededSource
+
+    release = gaussian_mechanism(
+        [1.0, 2.0, 3.0], epsilon=1.0, delta=1e-5, sensitivity=1.0, source=InsecureSeededSource(3)
+    )
+    assert release.event.dimension == 3
+    assert ZCDPAccountant().compose(release.event).get_epsilon(1e-5) <= 1.0
+    with pytest.raises(UnsupportedEventError, match="zCDP"):
+        PLDAccountant().compose(release.event)
+    scalar = gaussian_mechanism(1.0, epsilon=1.0, delta=1e-5, sensitivity=1.0)
+    assert scalar.event.dimension == 1
+    assert PLDAccountant().compose(scalar.event).get_epsilon(1e-5) <= 1.0

@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
-from dpcurator.accounting._calibration import discrete_gaussian_sigma
+from dpcurator.accounting import discrete_gaussian_sigma
 from dpcurator.mechanisms import (
     coin_randomized_response,
     die_randomized_response,

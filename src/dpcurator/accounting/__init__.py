@@ -40,6 +40,7 @@ from dpcurator.accounting._calibration import (
     gaussian_sigma_classic,
     laplace_scale,
     zcdp_gaussian_sigma,
+    zcdp_rho_for,
 )
 from dpcurator.accounting._composition import (
     AdvancedCompositionAccountant,
@@ -136,6 +137,7 @@ __all__ = [
     "rdp_to_epsilon",
     "sampled_gaussian_rdp",
     "zcdp_gaussian_sigma",
+    "zcdp_rho_for",
     "zcdp_to_delta",
     "zcdp_to_epsilon",
 ]

@@ -46,6 +46,7 @@ from dpcurator.accounting._events import (
 )
 from dpcurator.accounting._rdp import DEFAULT_RDP_ORDERS, rdp_to_epsilon, sampled_gaussian_rdp
 from dpcurator.accounting._registry import ACCOUNTANT_NAMES, make_accountant
+from dpcurator.accounting._zcdp import zcdp_to_epsilon
 from dpcurator.errors import InternalError, InvalidParameterError
 
 __all__ = [
@@ -56,6 +57,7 @@ __all__ = [
     "gaussian_sigma_classic",
     "laplace_scale",
     "zcdp_gaussian_sigma",
+    "zcdp_rho_for",
 ]
 
 
@@ -321,6 +323,42 @@ def zcdp_gaussian_sigma(rho: float, sensitivity: float = 1.0) -> float:
     r = check_positive(rho, "rho")
     d = check_positive(sensitivity, "sensitivity")
     return _round_up(d / math.sqrt(2.0 * r), lambda s: 1.0 / (2.0 * (s / d) ** 2) <= r)
+
+
+def zcdp_rho_for(epsilon: float, delta: float) -> float:
+    """Largest rho (to 1e-12 relative, rounded down) whose zCDP guarantee implies (eps, delta)-DP.
+
+    Inverts the conversion of :func:`~dpcurator.accounting.zcdp_to_epsilon` (Canonne, Kamath
+    and Steinke 2020, Corollary 13), which is increasing in rho. Use it to calibrate noise whose
+    only proven guarantee is zCDP (e.g. a multi-dimensional discrete Gaussian).
+
+    Examples
+    --------
+    >>> from dpcurator.accounting import zcdp_to_epsilon
+    >>> rho = zcdp_rho_for(1.0, 1e-5)
+    >>> zcdp_to_epsilon(rho, 1e-5) <= 1.0
+    True
+    """
+    eps = check_epsilon(epsilon)
+    dlt = _positive_delta(delta)
+
+    def too_big(rho: float) -> bool:
+        return zcdp_to_epsilon(rho, dlt) > eps
+
+    # The smallest rho that fails, bracketed and bisected; step down from it until it holds.
+    lo, hi = _bracket(lambda r: not too_big(r), eps * eps / 2.0)
+    for _ in range(200):
+        if hi - lo <= 1e-12 * hi:
+            break
+        mid = math.sqrt(lo * hi)
+        if too_big(mid):
+            hi = mid
+        else:
+            lo = mid
+    rho = lo
+    while too_big(rho):  # pragma: no cover - bisection keeps lo valid
+        rho = math.nextafter(rho, 0.0)
+    return rho
 
 
 # --------------------------------------------------------------------------------------------

@@ -175,14 +175,22 @@ class DiscreteGaussianEvent(PrivacyEvent):
 
     With integer L2 sensitivity ``d`` it is rho-zCDP with ``rho = d^2 / (2 sigma^2)``
     (Canonne, Kamath and Steinke 2020, Theorem 4); ``sensitivity`` is the L2 sensitivity.
+
+    ``dimension`` is how many coordinates can change between neighbours. With 1 (and an integer
+    sensitivity) accountants may use the exact one-dimensional privacy profile (CKS20, Theorem 7).
+    With more, the lattice is not rotation invariant and only the Renyi bound
+    ``D_alpha <= alpha Delta^2 / (2 sigma^2)`` (CKS20, Theorem 14: zCDP) is proven, so profile-based
+    accountants (PLD, and basic composition through a per-event delta) refuse the event.
     """
 
     sigma: float
     sensitivity: float = 1.0
+    dimension: int = 1
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "sigma", check_positive(self.sigma, "sigma"))
         object.__setattr__(self, "sensitivity", check_positive(self.sensitivity, "sensitivity"))
+        object.__setattr__(self, "dimension", check_integer(self.dimension, "dimension", minimum=1))
 
 
 @dataclass(frozen=True, slots=True)

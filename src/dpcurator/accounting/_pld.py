@@ -13,20 +13,24 @@ interpolation lies above it: the discrete pair dominates the event, and dominati
 its two end points so that both are preserved; that is how the masses are computed here, from
 tail probabilities (no second differences, so no cancellation).
 
-Composition is a convolution of the finite parts, done with one real FFT per distinct event and
-one power per count (Koskela, Jälkö and Honkela 2020); masses at ``+inf`` compose as
-``1 - prod(1 - m)``. The FFT window is chosen from Chernoff bounds on the discretised PLDs
-themselves: the mass that could fall above the window is bounded and added to the mass at
-``+inf``; the mass below it wraps around to the top of the window, which only raises delta.
-So every number reported is an upper bound (up to floating-point round-off of the FFT, about
-1e-15 of absolute delta).
+Composition is a convolution of the finite parts; masses at ``+inf`` compose as
+``1 - prod(1 - m)``. Distributions on few nodes (pure and approximate DP, randomized response)
+are convolved directly and exactly; the others with one real FFT per distinct event and one
+power per count (Koskela, Jälkö and Honkela 2020). The FFT window is placed with Chernoff
+bounds computed on the discretised PLDs themselves: the mass that could fall above the window
+is bounded and added to the mass at ``+inf``; the mass below it only matters for epsilons below
+the window. Before the FFT the masses are exponentially tilted (``p_i e^{lam l_i}``; a
+convolution commutes with the tilt), which moves the FFT's relative precision from the bulk of
+the distribution to its upper tail, where small deltas are decided. The floating-point error of
+the FFT is bounded (Higham 2002, Sec. 24.1, propagated through the powers) and that bound is
+added to every delta reported. So every epsilon (delta) reported is an upper bound, including
+round-off.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 from numpy.typing import NDArray
@@ -40,6 +44,7 @@ from dpcurator.accounting._profiles import (
     FloatArray,
     Orientation,
     _AtomicPair,
+    _BoundedCache,
     _f64,
     _LossPair,
     _pair_for,
@@ -51,7 +56,7 @@ from dpcurator.errors import InternalError, InvalidParameterError
 __all__ = ["PLDAccountant"]
 
 #: Exponents of the Chernoff bounds that place the FFT window.
-_LAMBDAS = _f64(2.0 ** np.arange(-4, 15))
+_LAMBDAS = _f64(2.0 ** np.arange(-10, 15))
 #: Each event's grid ends where its delta is below ``tail_mass * _UPPER_CUT``; what lies above
 #: goes to ``+inf``, so even 2^20 composed events add at most ``tail_mass`` to delta this way.
 _UPPER_CUT = 2.0**-20
@@ -108,8 +113,8 @@ def _finish(h: float, offset: int, masses: FloatArray, inf_mass: float) -> _Disc
     total = float(np.sum(masses))
     variance = 0.0
     if total > 0:
-        mean = float(np.dot(masses, losses)) / total
-        variance = float(np.dot(masses, (losses - mean) ** 2)) / total
+        mean = float(np.sum(masses * losses)) / total
+        variance = float(np.sum(masses * (losses - mean) ** 2)) / total
     masses.flags.writeable = False
     log_m.flags.writeable = False
     inf_mass = min(max(inf_mass, 0.0), 1.0)
@@ -139,7 +144,8 @@ def _log_mgf(masses: FloatArray, offset: int, h: float, lambdas: FloatArray) -> 
         anchor = ends[side][1]
         rate = abs(float(lam))
         reach = n if rate == 0 else min(n, int(345.0 / (rate * h)) + 1)  # e^{-345} > 1e-150
-        total = float(np.dot(np.exp(-rate * distance[:reach]), weights[side][:reach])) + slack
+        terms = np.exp(-rate * distance[:reach]) * weights[side][:reach]
+        total = float(np.sum(terms)) + slack  # (no BLAS: its threads contend on small hosts)
         out[k] = lam * anchor + math.log(total)
     return out
 
@@ -245,11 +251,21 @@ def _ctd_splice(pair: _SplicedPair, h: float, tail: float) -> _DiscretePLD:
     return _finish(h, lo, _f64(masses), right.inf_mass)
 
 
-@lru_cache(maxsize=64)
+def _discretise_key(key: tuple[PrivacyEvent, Orientation, float, float]) -> _DiscretePLD:
+    event, o, h, tail = key
+    pair = _pair_for(event)
+    return _discretise_pair(pair, "remove" if pair.symmetric else o, h, tail)
+
+
+_discretised: _BoundedCache[tuple[PrivacyEvent, Orientation, float, float], _DiscretePLD] = (
+    _BoundedCache(_discretise_key, lambda pld: 2 * pld.masses.size + 64, 1 << 24)
+)
+
+
 def _discretise_event(event: PrivacyEvent, o: Orientation, h: float, tail: float) -> _DiscretePLD:
     """Return the connect-the-dots PLD of one event (cached; events are hashable)."""
     pair = _pair_for(event)
-    return _discretise_pair(pair, "remove" if pair.symmetric else o, h, tail)
+    return _discretised((event, "remove" if pair.symmetric else o, h, tail))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -371,7 +387,7 @@ _MAX_TILT_RANGE = 500.0
 
 
 def _compose(items: list[tuple[_DiscretePLD, int]], h: float, tail: float) -> _ComposedPLD:
-    """Convolve ``count`` copies of each PLD in one FFT window (see the module docstring).
+    """Convolve ``count`` copies of each PLD: directly when cheap, else in one FFT window.
 
     The masses are exponentially tilted, ``p_i -> p_i e^{lam l_i - K(lam)}``, before the FFT
     and untilted after it: convolution commutes with the tilt, and the FFT's absolute error
@@ -381,12 +397,14 @@ def _compose(items: list[tuple[_DiscretePLD, int]], h: float, tail: float) -> _C
     """
     if not items:
         return _ComposedPLD.build(h, 0, _f64([1.0]), 0.0)
+    if len(items) == 1 and items[0][1] == 1:  # nothing to convolve
+        single = items[0][0]
+        return _ComposedPLD.build(h, single.offset, single.masses, single.inf_mass)
     log_keep = math.fsum(c * math.log1p(-min(p.inf_mass, 1.0 - 1e-300)) for p, c in items)
-    direct = _compose_sparse(items, h, -math.expm1(log_keep))
+    inf_mass = -math.expm1(log_keep)  # 1 - prod (1 - m_inf)^count
+    direct = _compose_sparse(items, h, inf_mass)
     if direct is not None:
         return direct
-    log_keep = math.fsum(c * math.log1p(-min(p.inf_mass, 1.0 - 1e-300)) for p, c in items)
-    inf_mass = -math.expm1(log_keep)
     sup_lo = sum(c * p.offset for p, c in items)
     sup_hi = sum(c * p.top for p, c in items)
     plan = _window(items, h, tail, sup_lo, sup_hi)
@@ -406,7 +424,7 @@ def _compose(items: list[tuple[_DiscretePLD, int]], h: float, tail: float) -> _C
             x = np.pad(x, (0, -x.size % n)).reshape(-1, n).sum(axis=0)
         f = np.fft.rfft(x, n=n)
         log_mag = np.log(np.maximum(np.abs(f), 1e-300))
-        inputs.append((_f64(log_mag), math.sqrt(float(np.dot(x, x)))))
+        inputs.append((_f64(log_mag), math.sqrt(float(np.sum(x * x)))))
         if count > 1:  # f^count in polar form, only where it is not negligible
             scaled = count * log_mag
             live = scaled > -700.0
@@ -416,7 +434,7 @@ def _compose(items: list[tuple[_DiscretePLD, int]], h: float, tail: float) -> _C
         power_ulps += count * (4.0 + np.abs(log_mag)) + 1.0
         spectrum *= f
     raw = np.fft.irfft(spectrum, n=n)
-    eta = _roundoff_bound(items, inputs, spectrum, power_ulps, n)
+    eta_max, eta_two = _roundoff_bound(items, inputs, spectrum, power_ulps, n)
     tilted = np.roll(raw, sup_lo - i_lo)
     np.maximum(tilted, 0.0, out=tilted)
     tilted[: max(sup_lo - i_lo, 0)] = 0.0  # outside the true support: round-off only
@@ -425,16 +443,15 @@ def _compose(items: list[tuple[_DiscretePLD, int]], h: float, tail: float) -> _C
     untilt = np.exp(np.maximum(exponent, -700.0))  # finite: lam W <= _MAX_TILT_RANGE
     masses = tilted * untilt
     masses[masses < _FLUSH] = 0.0  # keeps later arithmetic normal; covered by the allowance
-    # Allowance for the nodes i >= j: eta sum_{i>=j} e^{K - lam l_i} <= eta e^{K - lam l_j} /
-    # (1 - e^{-lam h}) (a geometric series; n - j terms when lam = 0).
-    outside = max(sup_hi - i_lo + 1, 0)  # nodes above the true support hold exact zeros
+    # Allowance for the nodes i >= j (up to the support's top): the smaller of
+    # max|e| sum_i w_i and ||e||_2 sqrt(sum_i w_i^2), with w_i = e^{K - lam l_i} (geometric).
+    above = np.maximum(min(sup_hi - i_lo + 1, n) - np.arange(n), 0).astype(np.float64)
     if lam > 0:
-        allowance = (eta / -math.expm1(-lam * h)) * untilt
-        allowance -= allowance[min(outside, n - 1)] if outside < n else 0.0
+        first = -np.expm1(-lam * h * above) / -math.expm1(-lam * h)
+        second = np.sqrt(-np.expm1(-2 * lam * h * above) / -math.expm1(-2 * lam * h))
     else:
-        allowance = eta * untilt * np.maximum(outside - np.arange(n), 0)
-    allowance += _FLUSH * np.maximum(outside - np.arange(n), 0)  # the flushed masses
-    allowance[outside:] = 0.0
+        first, second = above, np.sqrt(above)
+    allowance = np.minimum(eta_max * first, eta_two * second) * untilt + _FLUSH * above
     return _ComposedPLD.build(h, i_lo, _f64(masses), min(inf_mass, 1.0), _f64(allowance))
 
 
@@ -450,48 +467,49 @@ def _compose_sparse(
     Masses on few nodes (pure and approximate DP, randomized response, discrete Laplace and
     their compositions) are convolved exactly: every output is a sum of products of
     nonnegative numbers, with a relative error below ``(number of terms) u``, covered by
-    scaling the result up by ``1 + 1e-9``. No FFT, so no round-off allowance is needed.
+    scaling the result up by ``1 + 1e-9``. No FFT, so no round-off allowance is needed. The
+    work is bounded beforehand (node counts never exceed the supports' widths).
     """
-    work = 0
-    total: tuple[NDArray[np.int64], FloatArray] = (np.zeros(1, dtype=np.int64), _f64([1.0]))
+    Sparse = tuple[NDArray[np.int64], FloatArray]
 
-    def product(
-        a: tuple[NDArray[np.int64], FloatArray], b: tuple[NDArray[np.int64], FloatArray]
-    ) -> tuple[NDArray[np.int64], FloatArray] | None:
-        nonlocal work
-        work += a[0].size * b[0].size
-        if work > _SPARSE_WORK:
-            return None
+    def product(a: Sparse, b: Sparse) -> Sparse:
         nodes = (a[0][:, None] + b[0][None, :]).ravel()
-        values = (a[1][:, None] * b[1][None, :]).ravel()
-        unique, where = np.unique(nodes, return_inverse=True)
-        return unique, _f64(np.bincount(where, weights=values))
+        lo = int(a[0][0] + b[0][0])
+        dense = np.bincount(nodes - lo, weights=(a[1][:, None] * b[1][None, :]).ravel())
+        where = np.flatnonzero(dense)
+        return (where + lo).astype(np.int64), _f64(dense[where])
 
+    # Bound the work first: (nodes, width) of the running product and of the base.
+    work = 0
+    size, width = 1, 1
     for pld, times in items:
+        base_size, base_width = int(np.count_nonzero(pld.masses)), pld.masses.size
         count = times
-        support = np.flatnonzero(pld.masses)
-        if support.size * support.size > _SPARSE_WORK:
-            return None
-        base: tuple[NDArray[np.int64], FloatArray] | None = (
-            (support + pld.offset).astype(np.int64),
-            _f64(pld.masses[support]),
-        )
-        while count:  # binary powers
-            assert base is not None
+        while count:
             if count & 1:
-                total_or_none = product(total, base)
-                if total_or_none is None:
-                    return None
-                total = total_or_none
+                work += size * base_size
+                size, width = min(size * base_size, width + base_width - 1), width + base_width - 1
+            count >>= 1
+            if count:
+                work += base_size * base_size
+                base_size, base_width = min(base_size**2, 2 * base_width - 1), 2 * base_width - 1
+            if work > _SPARSE_WORK:
+                return None
+    if width > _MAX_NODES:
+        return None
+    total: Sparse = (np.zeros(1, dtype=np.int64), _f64([1.0]))
+    for pld, times in items:
+        support = np.flatnonzero(pld.masses)
+        base: Sparse = ((support + pld.offset).astype(np.int64), _f64(pld.masses[support]))
+        count = times
+        while count:  # binary powers
+            if count & 1:
+                total = product(total, base)
             count >>= 1
             if count:
                 base = product(base, base)
-                if base is None:
-                    return None
     nodes, values = total
     lo, hi = int(nodes[0]), int(nodes[-1])
-    if hi - lo + 1 > _MAX_NODES:
-        return None
     masses = np.zeros(hi - lo + 1)
     masses[nodes - lo] = values * (1 + 1e-9)
     return _ComposedPLD.build(h, lo, _f64(masses), inf_mass)
@@ -503,19 +521,17 @@ def _roundoff_bound(
     spectrum: NDArray[np.complex128],
     power_ulps: FloatArray,
     n: int,
-) -> float:
-    """Bound on the absolute error of every tilted output mass.
+) -> tuple[float, float]:
+    """Bounds on the error ``e`` of the tilted output masses: ``max |e_k|`` and ``||e||_2``.
 
     ``inputs`` holds, per event, ``log |X_e|`` on the half spectrum and ``||x_e||_2`` (the
     tilted inputs sum to 1). A length-n FFT errs by at most ``c u log2(n)`` relative to its
     input, componentwise (``|dX_j| <= c u log2(n) ||x||_1``) and normwise (``||dX||_2 <=
     c u log2(n) sqrt(n) ||x||_2``) (Higham, Accuracy and Stability of Numerical Algorithms,
-    2002, Sec. 24.1). To first order ``prod_e X_e^{c_e}`` errs by ``sum_e c_e |dX_e| W_e`` with
-    ``W_e = |X_e|^{c_e - 1} prod_{e' != e} |X_e'|^{c_e'}``; the output error is at most the
-    mean of the spectral errors, so each event contributes ``c_e c u log2(n)`` times the
-    smaller of ``mean(W_e)`` and ``||x_e||_2 sqrt(mean(W_e^2))`` (Cauchy-Schwarz). Powers and
-    products add a few ulps of ``|Y_j|``; the inverse FFT adds ``c u log2(n)`` times the
-    smaller of ``mean |Y_j|`` and ``||y||_2 = sqrt(mean |Y_j|^2)``.
+    2002, Sec. 24.1). To first order ``prod_e X_e^{c_e}`` errs by ``E_j = sum_e c_e |dX_e,j|
+    W_e,j`` with ``W_e = |X_e|^{c_e - 1} prod_{e' != e} |X_e'|^{c_e'}``, plus a few ulps of
+    ``|Y_j|`` per power and product; the inverse FFT adds its own error. Then ``max |e_k| <=
+    mean_j |E_j|`` and ``||e||_2 = ||E||_2 / sqrt(n)`` (Parseval), each bounded both ways.
     """
     u = _UNIT_ROUNDOFF
     stages = _FFT_ULPS_PER_STAGE * max(math.log2(n), 1.0)
@@ -523,23 +539,25 @@ def _roundoff_bound(
     weights[0] = 1.0
     if n % 2 == 0:
         weights[-1] = 1.0
+
+    def mean(values: FloatArray) -> float:
+        return float(np.sum(weights * values)) / n
+
     log_total = np.zeros(n // 2 + 1)
     for (_p, count), (log_abs, _norm) in zip(items, inputs, strict=True):
         log_total += count * log_abs
-    forward = 0.0
+    forward_max = forward_two = 0.0
     for (_p, count), (log_abs, norm) in zip(items, inputs, strict=True):
-        exponent = log_total - log_abs
-        live = exponent > -300.0  # the rest is below e^-300: bounded by it
-        w = np.exp(exponent[live])
-        mean_w = (float(np.dot(weights[live], w)) + 2.0 * n * math.exp(-300.0)) / n
-        mean_w2 = (float(np.dot(weights[live], w * w)) + 2.0 * n * math.exp(-600.0)) / n
-        forward += count * min(mean_w, norm * math.sqrt(mean_w2))
-    abs_y = np.maximum(np.abs(spectrum), 1e-150)  # (floors keep the arithmetic normal)
-    mean_y = float(np.dot(weights, abs_y)) / n
-    rms_y = math.sqrt(float(np.dot(weights, abs_y * abs_y)) / n)
-    powers = float(np.dot(weights, power_ulps * abs_y)) / n
-    inverse = stages * min(mean_y, rms_y)
-    return 2.0 * u * (stages * forward + powers + inverse)  # 2: second order, margin
+        w = np.exp(np.maximum(log_total - log_abs, -300.0))  # (>= e^-300: stays normal)
+        mean_w, rms_w = mean(w), math.sqrt(mean(w * w))
+        forward_max += count * min(mean_w, norm * rms_w)
+        forward_two += count * min(rms_w, norm * float(np.max(w)) * math.sqrt(n))
+    abs_y = np.maximum(np.abs(spectrum), 1e-150)
+    rms_y = math.sqrt(mean(abs_y * abs_y))
+    powered = power_ulps * abs_y
+    eta_max = stages * forward_max + mean(powered) + stages * min(mean(abs_y), rms_y)
+    eta_two = stages * forward_two + math.sqrt(mean(powered * powered)) + stages * rms_y
+    return 2.0 * u * eta_max, 2.0 * u * eta_two  # 2: second-order terms and margin
 
 
 @dataclass(frozen=True, slots=True)
@@ -643,10 +661,13 @@ class PLDAccountant(Accountant):
     .. math:: \delta(\epsilon) = E_P[(1 - e^{\epsilon - L})_+] + P(L = +\infty),
 
     reported as the larger of the two orientations (``H(P||Q)`` and ``H(Q||P)``) for
-    add/remove neighbours; replace-one events have symmetric pairs. Discretisation by connect
-    the dots (Doroshenko et al. 2022) and FFT composition (Koskela, Jälkö and Honkela 2020)
-    with Chernoff-bounded windows; every approximation is pessimistic, so the reported
-    epsilon (delta) is an upper bound on the true one (the tests compare with closed forms).
+    add/remove neighbours; replace-one events have symmetric pairs. Each event's pair comes
+    from :func:`privacy_profile`'s sources (Balle and Wang 2018; Canonne, Kamath and Steinke
+    2020; Kairouz, Oh and Viswanath 2015; Zhu, Dong and Wang 2022; Balle, Barthe and Gaboardi
+    2018), is discretised by connect the dots (Doroshenko, Ghazi, Kamath, Kumar and Manurangsi
+    2022) and composed by FFT (Koskela, Jälkö and Honkela 2020) or exactly. Every approximation
+    is pessimistic, floating-point round-off included (see the module), so the reported epsilon
+    (delta) is an upper bound on the true one; the tests compare with closed forms.
 
     ``fully_adaptive`` is False: the composition theorem for dominating pairs (Zhu, Dong and
     Wang 2022, Theorem 10) holds for adaptively chosen mechanisms whose privacy parameters are
@@ -659,8 +680,9 @@ class PLDAccountant(Accountant):
         Grid step ``h`` of the privacy loss (in (0, 1]). Doubled automatically when a grid
         would exceed 2^22 points (the result stays an upper bound, only looser).
     tail_mass : float, default 1e-15
-        How much probability may be cut from a distribution's tails, per event (it is moved
-        pessimistically, never dropped) and per FFT window (bounded and added to delta).
+        How much probability may be cut from a distribution's lower tail per event (it is moved
+        up, pessimistically) and per FFT window (bounded and added to delta). Each event's grid
+        ends where its delta is below ``tail_mass * 2^-20`` (the rest goes to ``+inf``).
 
     Examples
     --------

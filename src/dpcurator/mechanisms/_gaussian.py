@@ -25,8 +25,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpcurator._validation import check_delta, check_epsilon, check_positive
-from dpcurator.accounting import DiscreteGaussianEvent
-from dpcurator.accounting._calibration import gaussian_sigma_analytic, gaussian_sigma_classic
+from dpcurator.accounting import (
+    DiscreteGaussianEvent,
+    gaussian_sigma_analytic,
+    gaussian_sigma_classic,
+    zcdp_gaussian_sigma,
+    zcdp_rho_for,
+)
 from dpcurator.errors import InvalidParameterError
 from dpcurator.mechanisms._common import (
     MAX_NOISE_UNITS,
@@ -60,7 +65,13 @@ relative in epsilon at ``sigma >= 2**12``, checked in the tests with the account
 lattice sums), so the discrete noise meets (epsilon, delta) as well."""
 
 
-def _sigma(calibration: str, epsilon: float, delta: float, sensitivity: float) -> float:
+def _sigma(
+    calibration: str, epsilon: float, delta: float, sensitivity: float, dimension: int
+) -> float:
+    if dimension > 1:
+        # Several coordinates can change: only the zCDP bound of the multivariate discrete
+        # Gaussian is proven (CKS20, Theorem 14), so calibrate through it.
+        return float(zcdp_gaussian_sigma(zcdp_rho_for(epsilon, delta), sensitivity))
     target = epsilon * (1.0 - _EPSILON_MARGIN)
     if calibration == "analytic":
         return float(gaussian_sigma_analytic(target, delta, sensitivity))
@@ -171,13 +182,14 @@ def gaussian_mechanism(
         raise InvalidParameterError("calibration", calibration, f"must be one of {_CALIBRATIONS}")
     values, scalar = as_float_array(value)
     changed = check_changed_coordinates(changed_coordinates, int(values.size))
+    dimension = changed if values.size > 1 else 1
     if grid_bits is None:
-        sigma_real = _sigma(calibration, eps, dlt, sens)
+        sigma_real = _sigma(calibration, eps, dlt, sens, dimension)
         bits = grid_bits_for_noise(sigma_real, sens / math.sqrt(changed), GAUSSIAN_PRECISION_BITS)
     else:
         bits = check_grid_bits(grid_bits)
     units = l2_grid_sensitivity(sens, bits, changed)
-    sigma = _sigma(calibration, eps, dlt, float(units))
+    sigma = _sigma(calibration, eps, dlt, float(units), dimension)
     if sigma > MAX_NOISE_UNITS or sigma < 2.0**-40:
         raise InvalidParameterError(
             "grid_bits", bits, "gives a noise outside [2**-40, 2**38] grid units; use another grid"
@@ -189,7 +201,7 @@ def gaussian_mechanism(
     error = ErrorModel(
         "discrete_gaussian", noise_scale=sigma, unit=unit, rounding=unit / 2.0, center=released
     )
-    event = DiscreteGaussianEvent(sigma=sigma, sensitivity=float(units))
+    event = DiscreteGaussianEvent(sigma=sigma, sensitivity=float(units), dimension=dimension)
     return Release(unpack_float(released, scalar), event, error)
 
 
@@ -223,7 +235,7 @@ def discrete_gaussian_mechanism(
     is ``rho``-zCDP with ``rho = Delta^2 / (2 sigma^2)`` for ``f`` with L2 sensitivity ``Delta``
     (Canonne, Kamath and Steinke 2020, Theorem 14), and (epsilon, delta)-DP with the exact
     delta of their Theorem 7 in one dimension; an accountant turns the event into either. Use
-    :func:`dpcurator.accounting._calibration.discrete_gaussian_sigma` to pick ``sigma`` for a
+    :func:`dpcurator.accounting.discrete_gaussian_sigma` to pick ``sigma`` for a
     target (epsilon, delta). Neighbour relation: the one ``Delta`` was computed for.
 
     Parameters
@@ -239,7 +251,9 @@ def discrete_gaussian_mechanism(
     Returns
     -------
     Release
-        ``value``: int or int64 array; ``event``: ``DiscreteGaussianEvent(sigma, sensitivity)``;
+        ``value``: int or int64 array; ``event``: ``DiscreteGaussianEvent(sigma, sensitivity,
+        dimension)``, ``dimension = min(size, floor(Delta^2))`` (how many integer coordinates a
+        change of L2 norm ``Delta`` can move);
         ``error``: exact error model.
 
     Examples
@@ -248,7 +262,7 @@ def discrete_gaussian_mechanism(
     >>> release = discrete_gaussian_mechanism([10, 20, 30], sigma=3.0,
     ...                                       source=InsecureSeededSource(0))
     >>> release.value.dtype, release.event
-    (dtype('int64'), DiscreteGaussianEvent(sigma=3.0, sensitivity=1.0))
+    (dtype('int64'), DiscreteGaussianEvent(sigma=3.0, sensitivity=1.0, dimension=1))
     """
     s = check_positive(sigma, "sigma")
     if not 2.0**-40 <= s <= MAX_NOISE_UNITS:
@@ -258,5 +272,7 @@ def discrete_gaussian_mechanism(
     noise = discrete_gaussian(s, int(values.size), source=resolve_source(source))
     released = values + np.asarray(noise, dtype=np.int64).reshape(values.shape)
     error = ErrorModel("discrete_gaussian", noise_scale=s, center=released.astype(np.float64))
-    event = DiscreteGaussianEvent(sigma=s, sensitivity=sens)
+    # An integer change of L2 norm <= Delta moves at most floor(Delta^2) coordinates.
+    dimension = max(1, min(int(values.size), math.floor(sens * sens)))
+    event = DiscreteGaussianEvent(sigma=s, sensitivity=sens, dimension=dimension)
     return Release(unpack_int(released, scalar), event, error)
