@@ -1,8 +1,9 @@
 """Run every benchmark side by side with the peer libraries and print the figures.
 
 Usage: ``make bench`` (sets up ``.venv-bench`` with the peers of
-``benchmarks/requirements.txt``), or ``.venv-bench/bin/python benchmarks/run_all.py``. Each script writes its JSON into
-``benchmarks/results/``; BENCHMARKS.md records the figures of one such run.
+``benchmarks/requirements.txt``), or ``.venv-bench/bin/python benchmarks/run_all.py``.
+Each script writes its JSON into ``benchmarks/results/``; BENCHMARKS.md records the figures
+of one such run.
 """
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ _MARGIN = Fraction(2**40 + 1, 2**40)
 """Relative safety margin on the float evaluation of ``(g-1) / (e^eps + g - 1)``."""
 _MAX_EPSILON = 20.0
 """Above this, ``g = e^eps + 1`` would exceed the hash range ``2**32``."""
-_BLOCK = 1 << 22
+_BLOCK = 1 << 21
 """Devices x candidates evaluated at once when counting supports."""
 
 
@@ -196,6 +196,12 @@ def heavy_hitters(
     Returns
     -------
     HeavyHitters
+
+    Notes
+    -----
+    Short strings (up to 7 bytes) are found the same way once encoded as integers whose
+    prefixes are the strings' prefixes: ``int.from_bytes(s.encode().ljust(L, b"\0"), "big")``
+    with ``bits = 8 L``; decode the values found with ``v.to_bytes(L, "big").rstrip(b"\0")``.
 
     Examples
     --------

@@ -66,7 +66,7 @@ from dpcurator.local._hashing import HashFunctions, fingerprint
 from dpcurator.local._protocol import FrequencyEstimate
 from dpcurator.noise import RandomSource, bernoulli, resolve_source
 
-__all__ = ["Rappor", "RapporDecoding", "RapporReports", "RapporSummary"]
+__all__ = ["Rappor", "RapporDecoding", "RapporReports", "RapporSummary", "sum_bits_by_group"]
 
 _CHUNK_CELLS = 1 << 22
 """Reports are processed in chunks of about this many bits (bounded memory)."""
@@ -266,6 +266,35 @@ def _randomize(
 ) -> NDArray[np.bool_]:
     """Each bit independently: 1 w.p. ``p_one`` if it is set, w.p. ``p_zero`` otherwise."""
     return _draw(p_one, bits, source) | _draw(p_zero, ~bits, source)
+
+
+def sum_bits_by_group(
+    packed: NDArray[np.uint8], groups: NDArray[np.int64], num_groups: int, num_bits: int
+) -> NDArray[np.int64]:
+    """Count, for each group, the rows that set each bit: shape ``(num_groups, num_bits)``.
+
+    ``packed`` holds one row of ``num_bits`` bits per report (``numpy.packbits(...,
+    bitorder="little")``); rows are processed in chunks, sorted by group and summed with
+    ``numpy.add.reduceat``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dpcurator.local._rappor import sum_bits_by_group
+    >>> rows = np.packbits([[1, 0, 1], [1, 1, 0], [0, 0, 1]], axis=1, bitorder="little")
+    >>> sum_bits_by_group(rows, np.array([1, 0, 1]), 2, 3).tolist()
+    [[1, 1, 0], [1, 0, 2]]
+    """
+    out = np.zeros((num_groups, num_bits), dtype=np.int64)
+    chunk = max(1, _CHUNK_CELLS // num_bits)
+    for start in range(0, groups.size, chunk):
+        stop = min(groups.size, start + chunk)
+        order = np.argsort(groups[start:stop], kind="stable")
+        sorted_groups = groups[start:stop][order]
+        starts = np.flatnonzero(np.r_[True, sorted_groups[1:] != sorted_groups[:-1]])
+        bits = np.unpackbits(packed[start:stop][order], axis=1, count=num_bits, bitorder="little")
+        out[sorted_groups[starts]] += np.add.reduceat(bits, starts, axis=0, dtype=np.int64)
+    return out
 
 
 def _pair_keys(devices: NDArray[np.int64], keys: NDArray[np.uint64]) -> NDArray[np.void]:
@@ -714,18 +743,9 @@ class Rappor:
             )
         k, m = self.num_bits, self.num_cohorts
         cohorts = self._check_cohorts(reports.cohorts) if len(reports) else reports.cohorts
-        counts = np.zeros(m * k, dtype=np.int64)
-        chunk = max(1, _CHUNK_CELLS // k)
-        columns = np.arange(k, dtype=np.int64)[None, :]
-        for start in range(0, len(reports), chunk):
-            stop = min(len(reports), start + chunk)
-            bits = np.unpackbits(
-                reports.bits[start:stop], axis=1, count=k, bitorder="little"
-            ).astype(np.bool_)
-            cells = (cohorts[start:stop, None] * k + columns)[bits]
-            counts += np.bincount(cells, minlength=m * k)
+        counts = sum_bits_by_group(reports.bits, cohorts, m, k)
         per_cohort = np.bincount(cohorts, minlength=m).astype(np.int64)
-        return RapporSummary(counts.reshape(m, k), per_cohort)
+        return RapporSummary(counts, per_cohort)
 
     def estimate_bits(
         self, summary: RapporSummary | RapporReports

@@ -73,6 +73,7 @@ from dpcurator.accounting import PrivacyEvent, PureDPEvent
 from dpcurator.errors import InvalidParameterError, UnsupportedError
 from dpcurator.local._hashing import HashFunctions, fingerprint
 from dpcurator.local._protocol import FrequencyEstimate, check_values
+from dpcurator.local._rappor import sum_bits_by_group
 from dpcurator.noise import RandomSource, bernoulli, resolve_source, uniform_integers
 
 __all__ = [
@@ -637,18 +638,10 @@ class CountMeanSketch(_SketchProtocol):
             )
         k, m = self.num_hashes, self.width
         rows = reports.rows
-        ones = np.zeros(k * m, dtype=np.int64)
-        chunk = max(1, _CHUNK_CELLS // m)
-        columns = np.arange(m, dtype=np.int64)[None, :]
-        for start in range(0, len(reports), chunk):
-            stop = min(len(reports), start + chunk)
-            bits = np.unpackbits(
-                reports.bits[start:stop], axis=1, count=m, bitorder="little"
-            ).astype(np.bool_)
-            ones += np.bincount((rows[start:stop, None] * m + columns)[bits], minlength=k * m)
+        ones = sum_bits_by_group(reports.bits, rows, k, m)
         per_row = np.bincount(rows, minlength=k).astype(np.float64)[:, None]
         c = float(self.debias)
-        matrix = k * (c * (ones.reshape(k, m) - per_row / 2) + per_row / 2)
+        matrix = k * (c * (ones - per_row / 2) + per_row / 2)
         return Sketch(matrix, len(reports), self)
 
 
