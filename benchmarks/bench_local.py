@@ -55,12 +55,15 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from dpcurator.datasets import load_surnames  # noqa: E402
-from dpcurator.local._grr import GeneralizedRandomizedResponse  # noqa: E402
-from dpcurator.local._hadamard import HadamardResponse  # noqa: E402
-from dpcurator.local._olh import OptimizedLocalHashing  # noqa: E402
-from dpcurator.local._postprocess import project_counts  # noqa: E402
-from dpcurator.local._protocol import FrequencyEstimate  # noqa: E402
-from dpcurator.local._unary import OptimizedUnaryEncoding, SymmetricUnaryEncoding  # noqa: E402
+from dpcurator.local import (  # noqa: E402
+    FrequencyEstimate,
+    GeneralizedRandomizedResponse,
+    HadamardResponse,
+    OptimizedLocalHashing,
+    OptimizedUnaryEncoding,
+    SymmetricUnaryEncoding,
+    project_counts,
+)
 from dpcurator.noise import InsecureSeededSource  # noqa: E402
 
 DOMAIN = 1000

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SCRIPTS = ["bench_samplers.py", "bench_accountants.py"]
+SCRIPTS = ["bench_samplers.py", "bench_accountants.py", "bench_local.py"]
 
 
 def main() -> int:

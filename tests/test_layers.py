@@ -33,7 +33,7 @@ FORBIDDEN = {("accounting", "noise")}
 
 RANDOMNESS = re.compile(
     r"np\.random|numpy\.random|default_rng|^\s*import random\b|^\s*from random import|"
-    r"\bsecrets\b|os\.urandom",
+    r"\bsecrets\b|os\.urandom|\.words\(",  # raw source words: samplers live in noise only
     re.MULTILINE,
 )
 
@@ -89,4 +89,5 @@ def test_rules_catch_violations(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
     bad.write_text("import numpy as np\nfrom dpcurator.mechanisms import x\nnp.random.laplace()\n")
     assert RANDOMNESS.findall(bad.read_text())
+    assert RANDOMNESS.findall("bits = source.words(8)\n")
     assert "mechanisms" in _imported_packages(bad)

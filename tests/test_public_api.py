@@ -12,6 +12,8 @@ PACKAGES = [
     "dpcurator.accounting",
     "dpcurator.mechanisms",
     "dpcurator.cli",
+    "dpcurator.local",
+    "dpcurator.datasets",
 ]
 
 

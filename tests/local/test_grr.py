@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from fractions import Fraction
 
 import mpmath
 import numpy as np
@@ -17,7 +16,7 @@ from numpy.typing import NDArray
 from scipy import stats
 
 from dpcurator.errors import InvalidParameterError
-from dpcurator.local._grr import GeneralizedRandomizedResponse, fast_bernoulli
+from dpcurator.local._grr import GeneralizedRandomizedResponse
 from dpcurator.local._protocol import FrequencyOracle
 from dpcurator.noise import InsecureSeededSource
 
@@ -195,21 +194,6 @@ def test_aggregate_is_the_debiased_histogram() -> None:
     np.testing.assert_allclose(est.counts, (np.array([3, 1, 2]) - 6 * q) / (p - q))
     assert est.counts.sum() == pytest.approx(6.0)  # GRR estimates always sum to n
     np.testing.assert_allclose(est.variances, grr.variance(6, np.clip(est.counts, 0, 6)))
-
-
-@pytest.mark.statistical
-def test_fast_bernoulli_is_exact_in_distribution() -> None:
-    # prob = 3/1024 < 1/256: a byte never decides True by itself, every True comes from the
-    # exact tie path (byte 0, then Bernoulli(256 prob) = Bernoulli(3/4)).
-    prob = Fraction(3, 1024)
-    draws = fast_bernoulli(prob, 400_000, InsecureSeededSource(11))
-    ones = int(draws.sum())
-    assert stats.binomtest(ones, draws.size, 3 / 1024).pvalue > 1e-4
-    # negative control: a tie path that always said True would give 1/256
-    assert stats.binomtest(ones, draws.size, 1 / 256).pvalue < 1e-6
-    # and the degenerate probabilities are exact
-    assert fast_bernoulli(Fraction(0), 5, InsecureSeededSource(0)).sum() == 0
-    assert fast_bernoulli(Fraction(1), 5, InsecureSeededSource(0)).sum() == 5
 
 
 # --------------------------------------------------------------------------------------------

@@ -23,10 +23,9 @@ from dpcurator.local._numeric import (
     DuchiMean,
     MeanEstimate,
     PiecewiseMean,
-    _float_bernoulli,
     _ratio_at_most,
 )
-from dpcurator.noise import InsecureSeededSource, RandomSource, bernoulli
+from dpcurator.noise import InsecureSeededSource, bernoulli
 from tests.privacy_check import audit, value_events
 
 mpmath.mp.dps = 60
@@ -237,48 +236,6 @@ def test_variances_in_the_values_units() -> None:
     assert duchi.worst_case_variance(4) == pytest.approx(100 * c * c / 4)
     with pytest.raises(InvalidParameterError, match=r"^n "):
         duchi.worst_case_variance(0)
-
-
-# ---- the exact float Bernoulli -----------------------------------------------------------------
-
-
-class ScriptedSource(RandomSource):
-    """First hands out scripted words, then words from a seeded generator."""
-
-    def __init__(self, script: list[int], seed: int) -> None:
-        self._script = list(script)
-        self._rest = InsecureSeededSource(seed)
-
-    @property
-    def secure(self) -> bool:
-        return False
-
-    def words(self, n: int) -> NDArray[np.uint64]:
-        head, self._script = self._script[:n], self._script[n:]
-        tail = self._rest.words(n - len(head))
-        return np.concatenate([np.array(head, dtype=np.uint64), tail])
-
-
-def test_float_bernoulli_ends_and_threshold() -> None:
-    source = InsecureSeededSource(5)
-    assert not _float_bernoulli(np.zeros(1000), source).any()
-    assert _float_bernoulli(np.ones(1000), source).all()
-    assert not _float_bernoulli(np.full(1000, 1e-300), source).any()
-    # p = 1/2: the word 2^63 - 1 is below the threshold 2^63, the word 2^63 is not.
-    out = _float_bernoulli(np.array([0.5, 0.5]), ScriptedSource([2**63 - 1, 2**63], 0))
-    assert out.tolist() == [True, False]
-
-
-@pytest.mark.statistical
-def test_float_bernoulli_settles_ties_exactly() -> None:
-    # p = 3 * 2^-70: floor(p 2^64) = 0, so the word 0 is a tie, settled by Bernoulli(3/64).
-    # Tolerance: binomial, 4.5 standard deviations; negative control: p = 3/64 * 1.5.
-    n = 20_000
-    p = np.array([3 * 2.0**-70])
-    hits = sum(bool(_float_bernoulli(p, ScriptedSource([0], seed))[0]) for seed in range(n))
-    sd = math.sqrt(n * 3 / 64 * (1 - 3 / 64))
-    assert abs(hits - n * 3 / 64) < 4.5 * sd
-    assert abs(hits - n * 4.5 / 64) > 4.5 * sd
 
 
 # ---- the samplers follow the exact laws --------------------------------------------------------

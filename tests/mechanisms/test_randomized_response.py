@@ -41,10 +41,13 @@ class CyclingSource(RandomSource):
 
 
 def test_die_protocol_is_exactly_ln2() -> None:
-    # uniform_integers(6) maps the words 0..5 to the faces 0..5 (each has probability exactly
-    # 1/6), so six respondents see every face once: the report frequencies are the exact
-    # probabilities (lecture 001: truth on 1-4, opposite on 5 or 6).
-    faces = list(range(6))
+    # uniform_integers(6) turns each accepted 32-bit lane x into the face floor(6 x / 2**32)
+    # (Lemire's exact method: lanes whose low product half is below 2**32 mod 6 = 4 are
+    # rejected); the lanes below give the faces 0..5 in turn, so six respondents see every face
+    # once: the report frequencies are the exact probabilities (lecture 001: truth on 1-4,
+    # opposite on 5 or 6).
+    lanes = [-(-(k * 2**32 + 4) // 6) for k in range(6)]
+    faces = [lanes[i] | lanes[i + 1] << 32 for i in (0, 2, 4)]
     yes_if_true = die_randomized_response([1] * 6, source=CyclingSource(faces)).value
     yes_if_false = die_randomized_response([0] * 6, source=CyclingSource(faces)).value
     p_true = Fraction(int(yes_if_true.sum()), 6)

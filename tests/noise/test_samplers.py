@@ -564,3 +564,52 @@ def test_chi_square_helper_sanity() -> None:
     probs = np.array([0.25, 0.5, 0.25])
     samples = np.array([-1] * 250 + [0] * 500 + [1] * 250)
     assert chi_square_p(samples, edges, probs) == pytest.approx(1.0)
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize("p", ["1/3", "2/7", "255/256", "1/512"])
+def test_bernoulli_byte_path_is_exact(p: str) -> None:
+    """Large batches use one byte per draw; the frequency still matches p (binomial test).
+
+    Negative control: the same test at min(1.25 p, 1) must reject.
+    """
+    from scipy.stats import binomtest
+
+    n = 400_000
+    prob = float(Fraction(p))
+    hits = int(bernoulli(p, n, source=InsecureSeededSource(91)).sum())
+    assert binomtest(hits, n, prob).pvalue > 1e-4
+    assert binomtest(hits, n, min(prob * 1.25, 1.0)).pvalue < 1e-4
+
+
+@pytest.mark.statistical
+def test_bernoulli_with_an_array_of_probabilities() -> None:
+    """One probability per draw: each column's frequency matches its p (binomial tests)."""
+    from scipy.stats import binomtest
+
+    probs = np.array([0.0, 0.1, 0.5, 0.875, 1.0, 2.0**-20])
+    reps = 100_000
+    draws = bernoulli(np.tile(probs, (reps, 1)), source=InsecureSeededSource(92))
+    assert draws.shape == (reps, probs.size)
+    assert not draws[:, 0].any() and draws[:, 4].all()
+    for j in (1, 2, 3):
+        assert binomtest(int(draws[:, j].sum()), reps, probs[j]).pvalue > 1e-4
+    # Negative control: column 1 (p = 0.1) is far from 0.11.
+    assert binomtest(int(draws[:, 1].sum()), reps, 0.11).pvalue < 1e-4
+    with pytest.raises(InvalidParameterError, match="p"):
+        bernoulli(np.array([0.5, 1.5]), source=InsecureSeededSource(0))
+
+
+@pytest.mark.statistical
+def test_bernoulli_byte_path_ties_are_exact() -> None:
+    """p = 3/1024 < 1/256: no byte decides True alone; every True comes from the tie path
+    (byte 0, then Bernoulli(256 p) = Bernoulli(3/4)). Negative control: a tie path that always
+    said True would give 1/256."""
+    from scipy.stats import binomtest
+
+    draws = bernoulli(Fraction(3, 1024), 400_000, source=InsecureSeededSource(11))
+    ones = int(draws.sum())
+    assert binomtest(ones, draws.size, 3 / 1024).pvalue > 1e-4
+    assert binomtest(ones, draws.size, 1 / 256).pvalue < 1e-6
+    assert not bernoulli(0, 500, source=InsecureSeededSource(0)).any()
+    assert bernoulli(1, 500, source=InsecureSeededSource(0)).all()

@@ -30,6 +30,7 @@ from dpcurator.accounting import (
     laplace_scale,
     make_accountant,
 )
+from dpcurator.cli._local import app as local_app
 from dpcurator.cli._specs import parse_spec, parse_spec_file
 from dpcurator.cli._tour import run_tour
 from dpcurator.errors import DPError, InvalidParameterError, UnsupportedEventError
@@ -38,10 +39,11 @@ __all__ = ["app", "main"]
 
 app = typer.Typer(
     name="dpcurator",
-    help="Differential privacy: a privacy calculator, and the demo.",
+    help="Differential privacy: a privacy calculator, local-DP simulations, and the demo.",
     no_args_is_help=True,
     add_completion=False,
 )
+app.add_typer(local_app, name="local")
 console = Console()
 
 _ACCOUNTANT_HELP = f"Accountant: one of {', '.join(ACCOUNTANT_NAMES)}, or 'all'."

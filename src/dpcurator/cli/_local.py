@@ -30,8 +30,19 @@ from rich.table import Table
 
 from dpcurator.accounting import PrivacyEvent
 from dpcurator.errors import DPError, InvalidParameterError
-from dpcurator.local._protocol import FrequencyEstimate
-from dpcurator.noise import InsecureSeededSource, RandomSource
+from dpcurator.local import (
+    CountMeanSketch,
+    FrequencyEstimate,
+    GeneralizedRandomizedResponse,
+    HadamardCountMeanSketch,
+    HadamardResponse,
+    OptimizedLocalHashing,
+    OptimizedUnaryEncoding,
+    Rappor,
+    SymmetricUnaryEncoding,
+    choose_protocol,
+)
+from dpcurator.noise import InsecureSeededSource, RandomSource, uniform_integers
 
 __all__ = ["app", "simulate"]
 
@@ -142,7 +153,7 @@ def draw_population(
     """
     cdf = np.cumsum(weights, dtype=np.float64)
     cdf /= cdf[-1]
-    u = (source.words(devices) >> np.uint64(11)).astype(np.float64) * 2.0**-53
+    u = uniform_integers(1 << 53, devices, source=source).astype(np.float64) * 2.0**-53
     out: NDArray[np.int64] = np.minimum(
         np.searchsorted(cdf, u, side="right"), weights.size - 1
     ).astype(np.int64)
@@ -177,8 +188,6 @@ def _rappor_run(epsilon: float, domain_size: int, values: NDArray[np.int64]) -> 
     report), so ``f = 2 / (1 + e^{eps/4})``, rounded up (more noise) until the protocol's own
     ``report_epsilon`` is at most ``epsilon``. Decoding: regression over all domain values.
     """
-    from dpcurator.local._rappor import Rappor  # noqa: PLC0415
-
     f = Fraction(2.0 / (1.0 + math.exp(epsilon / 4.0)))
     while True:
         rappor = Rappor(num_bits=128, num_hashes=2, num_cohorts=64, f=f, p=0, q=1)
@@ -209,28 +218,15 @@ class _Oracle(Protocol):
 def _oracle(protocol: str, epsilon: float, domain_size: int) -> _Oracle:
     """Return the frequency oracle named ``protocol`` (RAPPOR is handled apart)."""
     if protocol == "grr":
-        from dpcurator.local._grr import GeneralizedRandomizedResponse  # noqa: PLC0415
-
         return GeneralizedRandomizedResponse(epsilon, domain_size)
     if protocol in ("sue", "oue"):
-        from dpcurator.local._unary import (  # noqa: PLC0415
-            OptimizedUnaryEncoding,
-            SymmetricUnaryEncoding,
-        )
-
         unary = SymmetricUnaryEncoding if protocol == "sue" else OptimizedUnaryEncoding
         return unary(epsilon, domain_size)
     if protocol == "olh":
-        from dpcurator.local._olh import OptimizedLocalHashing  # noqa: PLC0415
-
         return OptimizedLocalHashing(epsilon, domain_size)
     if protocol == "hr":
-        from dpcurator.local._hadamard import HadamardResponse  # noqa: PLC0415
-
         return HadamardResponse(epsilon, domain_size)
     if protocol == "auto":
-        from dpcurator.local._choose import choose_protocol  # noqa: PLC0415
-
         return choose_protocol(epsilon, domain_size)
     if protocol in ("cms", "hcms"):
         return _ChunkedSketch(protocol, epsilon, domain_size)
@@ -248,11 +244,6 @@ class _ChunkedSketch:
     _CHUNK = 100_000
 
     def __init__(self, protocol: str, epsilon: float, domain_size: int) -> None:
-        from dpcurator.local._sketch import (  # noqa: PLC0415
-            CountMeanSketch,
-            HadamardCountMeanSketch,
-        )
-
         width = 1 << max(10, (2 * domain_size - 1).bit_length())
         cls = CountMeanSketch if protocol == "cms" else HadamardCountMeanSketch
         self._sketch = cls(epsilon=epsilon, domain_size=domain_size, num_hashes=64, width=width)

@@ -32,7 +32,7 @@ from dpcurator.accounting import PrivacyEvent, RandomizedResponseEvent
 from dpcurator.errors import InvalidParameterError
 from dpcurator.local._protocol import FrequencyEstimate, FrequencyOracle, check_values
 from dpcurator.mechanisms import randomized_response
-from dpcurator.noise import RandomSource, bernoulli, resolve_source
+from dpcurator.noise import RandomSource, resolve_source
 
 __all__ = ["GeneralizedRandomizedResponse"]
 
@@ -107,28 +107,6 @@ def float_at_least(p: Fraction) -> float:
     out = float(p)
     if Fraction(out) < p:
         out = math.nextafter(out, math.inf)
-    return out
-
-
-def fast_bernoulli(prob: Fraction, count: int, source: RandomSource) -> NDArray[np.bool_]:
-    """``count`` independent Bernoulli(``prob``) booleans for a rational ``prob``, exactly.
-
-    One random byte per draw instead of one 64-bit word: a uniform byte ``u`` decides
-    ``u < t`` (True) or ``u > t`` (False) with ``t = floor(256 prob)``; on a tie (probability
-    1/256) the draw is True with the exact conditional probability ``256 prob - t``, drawn with
-    :func:`dpcurator.noise.bernoulli`. So ``P[True] = t/256 + (256 prob - t)/256 = prob``
-    exactly. The bytes are those of the source's uniform 64-bit words, hence independent and
-    uniform.
-    """
-    if prob <= 0 or prob >= 1 or count == 0:
-        return np.full(count, prob >= 1, dtype=np.bool_)
-    scaled = prob * 256
-    threshold = math.floor(scaled)  # in [0, 255]
-    draws = source.words((count + 7) // 8).view(np.uint8)[:count]
-    out: NDArray[np.bool_] = draws < np.uint8(threshold)
-    ties = np.flatnonzero(draws == np.uint8(threshold))
-    if ties.size:
-        out[ties] = bernoulli(scaled - threshold, int(ties.size), source=source)
     return out
 
 

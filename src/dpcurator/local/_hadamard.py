@@ -25,13 +25,12 @@ from dpcurator.local._grr import (
     check_n,
     debias,
     exp_or_inf,
-    fast_bernoulli,
     float_at_least,
     round_up_probability,
     support_variance,
 )
 from dpcurator.local._protocol import FrequencyEstimate, FrequencyOracle, check_values
-from dpcurator.noise import RandomSource, resolve_source, uniform_integers
+from dpcurator.noise import RandomSource, bernoulli, resolve_source, uniform_integers
 
 __all__ = ["HadamardResponse", "walsh_hadamard_transform"]
 
@@ -213,7 +212,7 @@ class HadamardResponse(FrequencyOracle):
         src = resolve_source(source)
         n = int(flat.size)
         columns = np.asarray(uniform_integers(self.K, n, source=src), dtype=np.int64)
-        inside = fast_bernoulli(self.p, n, src)
+        inside = bernoulli(self.p, n, source=src)
         rows = flat + 1
         now_inside = _parity(rows & columns) == 0
         lowest = rows & -rows

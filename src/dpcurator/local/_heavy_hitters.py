@@ -130,7 +130,7 @@ class _LocalHashing:
     ) -> tuple[NDArray[np.uint64], NDArray[np.int64]]:
         """Each device: a fresh hash seed, its hashed key, then GRR over ``[g]``."""
         n = keys.size
-        seeds = source.words(n)
+        seeds = uniform_integers(1 << 63, n, source=source).astype(np.uint64)
         hashed = universal_hash(keys, seeds, self.g)
         keep = bernoulli(self.p, n, source=source)
         other = uniform_integers(self.g - 1, n, source=source)

@@ -56,7 +56,6 @@ _LOG_ULPS_UP = 2
 """Ulps by which ``log1p``/``log`` of the ratio is stepped up (errs < 1 ulp)."""
 _MIN_EPSILON = 1e-9
 """Smaller epsilons leave too few float steps between 1 and ``e^eps`` to round safely."""
-_TWO_64 = 64
 
 
 # --------------------------------------------------------------------------------------------
@@ -83,30 +82,6 @@ def _ratio_at_most(epsilon: float) -> tuple[Fraction, float]:
     for _ in range(_LOG_ULPS_UP):
         log_r = math.nextafter(log_r, math.inf)
     return Fraction(r_float), min(epsilon, log_r)
-
-
-def _float_bernoulli(p: NDArray[np.float64], source: RandomSource) -> NDArray[np.bool_]:
-    """``P[out_i = True] = p_i`` exactly, for floats ``p_i`` in ``[0, 1]`` (one word each).
-
-    A uniform ``U = (R + V) / 2^64`` (``R`` a 64-bit word, ``V`` further bits) is below ``p``
-    iff ``R < floor(p 2^64)``, or ``R == floor(p 2^64)`` and ``V < frac(p 2^64)``; ``p 2^64``
-    is exact in float64 (a power-of-two scaling), so the first test is exact, and the tie
-    (probability ``2^-64`` per draw, possible only for ``p < 2^-11``) is settled by an exact
-    :func:`~dpcurator.noise.bernoulli` of the rational remainder.
-    """
-    flat = p.reshape(-1)
-    scaled = np.ldexp(flat, _TWO_64)
-    floor = np.floor(scaled)
-    one = flat >= 1.0
-    threshold = np.where(one, 0.0, floor).astype(np.uint64)  # floor <= 2^64 - 2^11 when p < 1
-    words = source.words(flat.size)
-    out: NDArray[np.bool_] = words < threshold
-    out |= one
-    ties = np.flatnonzero((words == threshold) & (scaled != floor) & ~one)
-    for i in ties:  # probability 2^-64 per draw
-        remainder = Fraction(float(scaled[i])) - int(floor[i])
-        out[i] = bernoulli(remainder, source=source)
-    return out.reshape(p.shape)
 
 
 # --------------------------------------------------------------------------------------------
@@ -362,7 +337,7 @@ class DuchiMean(_LocalMean):
         """
         src = resolve_source(source)
         u = self._unit(values)
-        rounded_up = _float_bernoulli(u, src)  # S = +1 with probability (1 + t)/2 = u
+        rounded_up = bernoulli(u, source=src)  # S = +1 with probability (1 + t)/2 = u
         keep = np.asarray(bernoulli(self._q, u.size, source=src), dtype=np.bool_)
         positive = rounded_up == keep
         c = self.scale
@@ -530,7 +505,7 @@ class PiecewiseMean(_LocalMean):
         sigma = u * float(span)  # in [0, N - K]: u <= 1 and rounding is monotone
         base = np.floor(sigma)
         frac = sigma - base  # exact: both are floats below 2^53
-        up = _float_bernoulli(frac, source)
+        up = bernoulli(frac, source=source)
         return base.astype(np.int64) + up.astype(np.int64), frac
 
     def privatize(

@@ -3,7 +3,7 @@
 A device one-hot encodes its value into ``d`` bits and flips each bit independently: the bit of
 its value is reported as 1 with probability ``p``, every other bit with probability ``q``.
 Randomness: every bit is an exact Bernoulli of a rational probability, drawn one random byte per
-bit from :mod:`dpcurator.noise` (see :func:`dpcurator.local._grr.fast_bernoulli`). Reports are
+bit from :mod:`dpcurator.noise` (see :func:`dpcurator.noise.bernoulli`). Reports are
 ``(n, d)`` boolean matrices, optionally bit-packed (``d / 8`` bytes per device); simulations of
 many devices stream in chunks (:meth:`UnaryEncoding.estimate`) and never hold all reports.
 """
@@ -25,12 +25,11 @@ from dpcurator.local._grr import (
     check_n,
     debias,
     exp_or_inf,
-    fast_bernoulli,
     round_up_probability,
     support_variance,
 )
 from dpcurator.local._protocol import FrequencyEstimate, FrequencyOracle, check_values
-from dpcurator.noise import RandomSource, resolve_source
+from dpcurator.noise import RandomSource, bernoulli, resolve_source
 
 __all__ = ["OptimizedUnaryEncoding", "SymmetricUnaryEncoding", "UnaryEncoding"]
 
@@ -122,8 +121,8 @@ class UnaryEncoding(FrequencyOracle):
         self, values: NDArray[np.int64], source: RandomSource
     ) -> NDArray[np.bool_]:
         rows, d = int(values.size), self.domain_size
-        bits = fast_bernoulli(self.q, rows * d, source).reshape(rows, d)
-        bits[np.arange(rows), values] = fast_bernoulli(self.p, rows, source)
+        bits = bernoulli(self.q, rows * d, source=source).reshape(rows, d)
+        bits[np.arange(rows), values] = bernoulli(self.p, rows, source=source)
         return bits
 
     def privatize(self, values: object, *, source: RandomSource | None = None) -> NDArray[np.bool_]:
