@@ -101,3 +101,16 @@ def test_bad_parameters() -> None:
     with pytest.raises(InvalidParameterError) as info:
         project_to_simplex([1.0, np.nan], 1.0)
     assert info.value.name == "values"
+
+
+def test_normalize_clips_then_rescales_to_n() -> None:
+    raw = FrequencyEstimate(np.array([70.0, -8.0, 42.0, 0.0]), np.full(4, 25.0), 100)
+    out = project_counts(raw, method="normalize")
+    assert out.counts.min() >= 0 and out.counts.sum() == pytest.approx(100.0)
+    # proportional to the clipped counts: 70 : 42
+    assert out.counts[0] / out.counts[2] == pytest.approx(70 / 42)
+    # all-negative estimates spread n evenly rather than dividing by zero
+    flat = project_counts(FrequencyEstimate(-np.ones(4), np.ones(4), 8), method="normalize")
+    assert flat.counts.tolist() == [2.0, 2.0, 2.0, 2.0]
+    with pytest.raises(InvalidParameterError, match="n"):
+        project_counts(raw, 50, method="clip")

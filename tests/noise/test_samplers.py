@@ -568,8 +568,8 @@ def test_chi_square_helper_sanity() -> None:
 
 @pytest.mark.statistical
 @pytest.mark.parametrize("p", ["1/3", "2/7", "255/256", "1/512"])
-def test_bernoulli_byte_path_is_exact(p: str) -> None:
-    """Large batches use one byte per draw; the frequency still matches p (binomial test).
+def test_bernoulli_nibble_path_is_exact(p: str) -> None:
+    """Large batches use 4 bits per draw; the frequency still matches p (binomial test).
 
     Negative control: the same test at min(1.25 p, 1) must reject.
     """
@@ -601,10 +601,10 @@ def test_bernoulli_with_an_array_of_probabilities() -> None:
 
 
 @pytest.mark.statistical
-def test_bernoulli_byte_path_ties_are_exact() -> None:
-    """p = 3/1024 < 1/256: no byte decides True alone; every True comes from the tie path
-    (byte 0, then Bernoulli(256 p) = Bernoulli(3/4)). Negative control: a tie path that always
-    said True would give 1/256."""
+def test_bernoulli_nibble_path_ties_are_exact() -> None:
+    """p = 3/1024 < 1/256: no nibble decides True alone; every True comes from two nested tie
+    paths (nibble 0, nibble 0, then Bernoulli(3/4)). Negative control: a rate of 1/256 (the
+    second tie path always saying True) must be rejected."""
     from scipy.stats import binomtest
 
     draws = bernoulli(Fraction(3, 1024), 400_000, source=InsecureSeededSource(11))
