@@ -21,6 +21,7 @@ rationals that are at least as private (research note ``security_attacks_ldp.md`
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from fractions import Fraction
 from typing import ClassVar
 
@@ -150,6 +151,31 @@ def debias(
 ) -> NDArray[np.float64]:
     """Unbiased counts ``(C_v - n q) / (p - q)`` from the support counts ``C_v``."""
     return (np.asarray(supports, dtype=np.float64) - n * q) / (p - q)
+
+
+def pure_variance(
+    n: object, counts: object | None, p: Fraction, q: Fraction, domain_size: int
+) -> NDArray[np.float64]:
+    """Validate ``n`` and ``counts``, then :func:`support_variance` (a pure protocol's variance)."""
+    size = check_n(n)
+    c = None if counts is None else check_counts(counts, domain_size)
+    return support_variance(size, float(p), float(q), domain_size, c)
+
+
+def estimate_from_supports(
+    supports: NDArray[np.int64],
+    n: int,
+    p: Fraction,
+    q: Fraction,
+    variance: Callable[[int, NDArray[np.float64]], NDArray[np.float64]],
+) -> FrequencyEstimate:
+    """Debias the support counts ``C_v`` into a :class:`FrequencyEstimate` (pure protocols).
+
+    The variances are ``variance`` (the protocol's) at the estimated counts clipped to ``[0, n]``.
+    """
+    counts = debias(supports, n, float(p), float(q))
+    variances = variance(n, np.clip(counts, 0.0, n))
+    return FrequencyEstimate(counts=counts, variances=variances, n=n)
 
 
 # --------------------------------------------------------------------------------------------
@@ -283,12 +309,7 @@ class GeneralizedRandomizedResponse(FrequencyOracle):
         flat = check_values(reports, self.domain_size, "reports")
         n = int(flat.size)
         supports = np.bincount(flat, minlength=self.domain_size)
-        return self._estimate_from_supports(supports, n)
-
-    def _estimate_from_supports(self, supports: NDArray[np.int64], n: int) -> FrequencyEstimate:
-        counts = debias(supports, n, float(self.p), float(self.q))
-        variances = self.variance(n, np.clip(counts, 0.0, n))
-        return FrequencyEstimate(counts=counts, variances=variances, n=n)
+        return estimate_from_supports(supports, n, self.p, self.q, self.variance)
 
     def variance(self, n: int, counts: NDArray[np.float64] | None = None) -> NDArray[np.float64]:
         """Exact variance of each count for ``n`` reports (``Var*`` without ``counts``).
@@ -302,6 +323,4 @@ class GeneralizedRandomizedResponse(FrequencyOracle):
         >>> math.isclose(grr.variance(100)[0], 100 * (e + 2) / (e - 1) ** 2, rel_tol=1e-9)
         True
         """
-        size = check_n(n)
-        c = None if counts is None else check_counts(counts, self.domain_size)
-        return support_variance(size, float(self.p), float(self.q), self.domain_size, c)
+        return pure_variance(n, counts, self.p, self.q, self.domain_size)

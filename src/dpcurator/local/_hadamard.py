@@ -21,13 +21,11 @@ from numpy.typing import NDArray
 from dpcurator.accounting import PrivacyEvent, RandomizedResponseEvent
 from dpcurator.errors import InvalidParameterError
 from dpcurator.local._grr import (
-    check_counts,
-    check_n,
-    debias,
+    estimate_from_supports,
     exp_or_inf,
     float_at_least,
+    pure_variance,
     round_up_probability,
-    support_variance,
 )
 from dpcurator.local._protocol import FrequencyEstimate, FrequencyOracle, check_values
 from dpcurator.noise import RandomSource, bernoulli, resolve_source, uniform_integers
@@ -249,9 +247,7 @@ class HadamardResponse(FrequencyOracle):
         """
         supports = self.support_counts(reports)
         n = int(np.asarray(reports).size)
-        counts = debias(supports, n, float(self.p), float(self.q))
-        variances = self.variance(n, np.clip(counts, 0.0, n))
-        return FrequencyEstimate(counts=counts, variances=variances, n=n)
+        return estimate_from_supports(supports, n, self.p, self.q, self.variance)
 
     def variance(self, n: int, counts: NDArray[np.float64] | None = None) -> NDArray[np.float64]:
         """Exact variance ``n/(2p - 1)^2 - n_v`` of each count (``Var*`` without ``counts``).
@@ -265,6 +261,4 @@ class HadamardResponse(FrequencyOracle):
         >>> math.isclose(hr.variance(10)[0], 10 * (e + 1) ** 2 / (e - 1) ** 2, rel_tol=1e-9)
         True
         """
-        size = check_n(n)
-        c = None if counts is None else check_counts(counts, self.domain_size)
-        return support_variance(size, float(self.p), float(self.q), self.domain_size, c)
+        return pure_variance(n, counts, self.p, self.q, self.domain_size)

@@ -38,13 +38,11 @@ from dpcurator._validation import check_integer
 from dpcurator.accounting import PrivacyEvent, RandomizedResponseEvent
 from dpcurator.errors import InvalidParameterError
 from dpcurator.local._grr import (
-    check_counts,
-    check_n,
-    debias,
+    estimate_from_supports,
     exp_or_inf,
     float_at_least,
+    pure_variance,
     round_up_probability,
-    support_variance,
 )
 from dpcurator.local._protocol import FrequencyEstimate, FrequencyOracle, check_values
 from dpcurator.mechanisms import randomized_response
@@ -361,9 +359,7 @@ class OptimizedLocalHashing(FrequencyOracle):
         seeds, values = self._check_reports(reports)
         n = int(seeds.size)
         supports = self.support_counts(LocalHashReports(seeds, values))
-        counts = debias(supports, n, float(self.p), float(self.q))
-        variances = self.variance(n, np.clip(counts, 0.0, n))
-        return FrequencyEstimate(counts=counts, variances=variances, n=n)
+        return estimate_from_supports(supports, n, self.p, self.q, self.variance)
 
     def variance(self, n: int, counts: NDArray[np.float64] | None = None) -> NDArray[np.float64]:
         """Exact variance of each count for ``n`` reports (``Var*`` without ``counts``).
@@ -377,9 +373,7 @@ class OptimizedLocalHashing(FrequencyOracle):
         >>> math.isclose(olh.variance(10)[0], 10 * (e + 1) ** 2 / (e - 1) ** 2, rel_tol=1e-8)
         True
         """
-        size = check_n(n)
-        c = None if counts is None else check_counts(counts, self.domain_size)
-        return support_variance(size, float(self.p), float(self.q), self.domain_size, c)
+        return pure_variance(n, counts, self.p, self.q, self.domain_size)
 
     def __repr__(self) -> str:
         return (

@@ -21,12 +21,10 @@ from dpcurator.accounting import PrivacyEvent, PureDPEvent
 from dpcurator.errors import InvalidParameterError
 from dpcurator.local._grr import (
     achieved_epsilon,
-    check_counts,
-    check_n,
-    debias,
+    estimate_from_supports,
     exp_or_inf,
+    pure_variance,
     round_up_probability,
-    support_variance,
 )
 from dpcurator.local._protocol import FrequencyEstimate, FrequencyOracle, check_values
 from dpcurator.noise import RandomSource, bernoulli, resolve_source
@@ -199,11 +197,6 @@ class UnaryEncoding(FrequencyOracle):
             )
         return sums, int(arr.shape[0])
 
-    def _finish(self, supports: NDArray[np.int64], n: int) -> FrequencyEstimate:
-        counts = debias(supports, n, float(self.p), float(self.q))
-        variances = self.variance(n, np.clip(counts, 0.0, n))
-        return FrequencyEstimate(counts=counts, variances=variances, n=n)
-
     def aggregate(self, reports: object) -> FrequencyEstimate:
         """Count the set bits of each position and debias them.
 
@@ -219,7 +212,7 @@ class UnaryEncoding(FrequencyOracle):
         2
         """
         sums, n = self._column_sums(reports)
-        return self._finish(sums, n)
+        return estimate_from_supports(sums, n, self.p, self.q, self.variance)
 
     def estimate(self, values: object, *, source: RandomSource | None = None) -> FrequencyEstimate:
         """Simulate devices chunk by chunk: privatise, count, discard; memory O(d) per device chunk.
@@ -240,7 +233,7 @@ class UnaryEncoding(FrequencyOracle):
         sums = np.zeros(self.domain_size, dtype=np.int64)
         for rows in self._chunks(int(flat.size)):
             sums += _bit_column_sums(self._privatize_block(flat[rows], src))
-        return self._finish(sums, int(flat.size))
+        return estimate_from_supports(sums, int(flat.size), self.p, self.q, self.variance)
 
     def variance(self, n: int, counts: NDArray[np.float64] | None = None) -> NDArray[np.float64]:
         """Exact variance of each count for ``n`` reports (``Var*`` without ``counts``).
@@ -254,9 +247,7 @@ class UnaryEncoding(FrequencyOracle):
         >>> math.isclose(oue.variance(100)[0], 100 * 4 * e / (e - 1) ** 2, rel_tol=1e-9)
         True
         """
-        size = check_n(n)
-        c = None if counts is None else check_counts(counts, self.domain_size)
-        return support_variance(size, float(self.p), float(self.q), self.domain_size, c)
+        return pure_variance(n, counts, self.p, self.q, self.domain_size)
 
 
 class SymmetricUnaryEncoding(UnaryEncoding):
