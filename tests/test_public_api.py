@@ -14,6 +14,7 @@ PACKAGES = [
     "dpcurator.cli",
     "dpcurator.local",
     "dpcurator.datasets",
+    "dpcurator.curator",
 ]
 
 

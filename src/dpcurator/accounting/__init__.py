@@ -12,6 +12,8 @@
   event) and closed forms for the Gaussian, Laplace, sampled Gaussian and discrete Gaussian.
 - Conversions: :func:`rdp_to_epsilon`, :func:`rdp_to_delta`, :func:`zcdp_to_epsilon`,
   :func:`zcdp_to_delta`.
+- Serialisation: :func:`event_to_json` / :func:`event_from_json` (and dicts), exact round trips
+  for ledgers and files.
 - Budgets: :class:`Budget`, :class:`PrivacyFilter` (refuses a release that would exceed the budget,
   before any noise is drawn), :class:`PrivacyOdometer`; :func:`parallel_composition` over disjoint
   partitions and :func:`group_privacy` for groups of k units.
@@ -85,6 +87,12 @@ from dpcurator.accounting._rdp import (
     sampled_gaussian_rdp,
 )
 from dpcurator.accounting._registry import ACCOUNTANT_NAMES, make_accountant
+from dpcurator.accounting._serialize import (
+    event_from_dict,
+    event_from_json,
+    event_to_dict,
+    event_to_json,
+)
 from dpcurator.accounting._zcdp import ZCDPAccountant, event_rho, zcdp_to_delta, zcdp_to_epsilon
 
 __all__ = [
@@ -120,7 +128,11 @@ __all__ = [
     "discrete_gaussian_sigma",
     "dpsgd_noise_multiplier",
     "epsilon_for",
+    "event_from_dict",
+    "event_from_json",
     "event_rho",
+    "event_to_dict",
+    "event_to_json",
     "gaussian_sigma_analytic",
     "gaussian_sigma_classic",
     "group_privacy",
