@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from fractions import Fraction
 
 import mpmath
 import numpy as np
@@ -16,9 +17,14 @@ from numpy.typing import NDArray
 from scipy import stats
 
 from dpcurator.errors import InvalidParameterError
-from dpcurator.local._grr import GeneralizedRandomizedResponse
+from dpcurator.local._grr import (
+    GeneralizedRandomizedResponse,
+    _best_lower,
+    _largest_b,
+    grr_integers,
+)
 from dpcurator.local._protocol import FrequencyOracle
-from dpcurator.noise import InsecureSeededSource
+from dpcurator.noise import InsecureSeededSource, uniform_integers
 
 # --------------------------------------------------------------------------------------------
 # shared statistical helpers
@@ -97,35 +103,83 @@ def check_estimator(
 # parameters
 
 
+def _exact_log_ratio(grr: GeneralizedRandomizedResponse) -> mpmath.mpf:
+    ratio = grr.p / grr.q
+    return mpmath.log(mpmath.mpf(ratio.numerator) / ratio.denominator)
+
+
 def test_probabilities_round_towards_privacy() -> None:
     mpmath.mp.dps = 50
-    # (0.5, 10**9): p is about 1.6e-9 and is rounded relatively, not to a 2**-52 grid
-    for eps, d in [(0.1, 2), (1.0, 3), (1.0, 100), (3.0, 7), (8.0, 1000), (0.5, 10**9)]:
+    # (0.5, 10**9): (d - 1) B cannot fit 2**32 with enough precision; the 2**63 range is used
+    for eps, d in [
+        (0.1, 2),
+        (1.0, 3),
+        (1.0, 100),
+        (1.0, 1000),
+        (3.0, 7),
+        (8.0, 1000),
+        (0.5, 10**9),
+    ]:
         grr = GeneralizedRandomizedResponse(eps, d)
         e = mpmath.exp(mpmath.mpf(eps))
         exact_p = e / (e + d - 1)
         assert mpmath.mpf(grr.p.numerator) / grr.p.denominator <= exact_p
-        assert float(grr.p) == pytest.approx(float(exact_p), rel=1e-11)
-        assert grr.p.denominator & (grr.p.denominator - 1) == 0  # dyadic: exact Bernoulli
+        assert float(grr.p) == pytest.approx(float(exact_p), rel=1e-10)
         assert grr.q == (1 - grr.p) / (d - 1)
+        # one draw in [0, M): M is the common denominator, the fast 32-bit range when it fits
+        a, b, m = grr_integers(eps, d)
+        assert (grr.p, grr.q) == (Fraction(a, m), Fraction(b, m))
+        assert m == a + (d - 1) * b
+        assert (m <= 2**32) == (d < 10**9)
+        # exactly at most eps-LDP, and tight: the achieved epsilon loses at most 2**-32 min(1,eps)
+        # (the rational approximation) plus 2**-40 (the margin over libm's exp), relatively
+        achieved = _exact_log_ratio(grr)
+        assert achieved <= eps
+        assert achieved >= eps - 2.0**-32 * min(1.0, eps) - 2.0**-39
         # the event never understates the epsilon actually achieved, and never exceeds eps
-        achieved = mpmath.log(
-            mpmath.mpf(grr.p.numerator)
-            / grr.p.denominator
-            / (mpmath.mpf(grr.q.numerator) / grr.q.denominator)
-        )
-        assert grr.event.epsilon >= float(achieved) * (1 - 1e-15)
-        assert grr.event.epsilon <= eps * (1 + 1e-15)
-        assert grr.event.epsilon == pytest.approx(eps, rel=1e-9)
+        assert grr.event.epsilon >= achieved
+        assert grr.event.epsilon <= eps
+        assert grr.event.epsilon == pytest.approx(float(achieved), rel=1e-13)
 
 
-def test_huge_epsilon_stays_private() -> None:
-    # 1 - p cannot go below 2**-52: the achieved epsilon is reported, not the requested one.
-    grr = GeneralizedRandomizedResponse(60.0, 5)
-    assert grr.q > 0 and grr.p < 1
-    assert grr.event.epsilon < 60.0
-    assert grr.event.epsilon == pytest.approx(math.log(float(grr.p / grr.q)), rel=1e-12)
-    assert GeneralizedRandomizedResponse(1000.0, 3).event.epsilon < 40
+def test_event_is_an_upper_bound_close_to_the_exact_ratio() -> None:
+    # float(p) is rarely exact (M is not a power of two): the event's p is rounded up until
+    # its float epsilon is >= ln(A/B) rounded up. Exact comparison with mpmath.
+    mpmath.mp.dps = 50
+    for eps in [0.05, 0.3, 0.7, 1.3, 2.0, 4.0, 6.5]:
+        for d in [2, 3, 17, 250]:
+            grr = GeneralizedRandomizedResponse(eps, d)
+            achieved = _exact_log_ratio(grr)
+            assert achieved <= eps, (eps, d)
+            assert grr.event.epsilon >= achieved, (eps, d)
+            assert grr.event.epsilon <= eps, (eps, d)
+            assert grr.event.epsilon - achieved <= 1e-13 * max(1.0, eps), (eps, d)
+
+
+def test_best_lower_approximation_matches_brute_force() -> None:
+    xs = [Fraction(0), Fraction(1), Fraction(7, 3), Fraction(355, 113), Fraction(2**52 + 1, 2**51)]
+    xs += [Fraction(math.exp(0.1 * k)) for k in range(1, 30)]
+    for x in xs:
+        for bmax in [1, 2, 3, 7, 50, 113, 400]:
+            a, b = _best_lower(x, bmax)
+            brute = max(Fraction(math.floor(x * j), j) for j in range(1, bmax + 1))
+            assert Fraction(a, b) == brute, (x, bmax)
+            assert 1 <= b <= bmax
+    # negative control: the nearest approximation (limit_denominator) may lie above x
+    x = Fraction(math.pi)
+    assert x.limit_denominator(113) > x
+    assert Fraction(*_best_lower(x, 113)) < x
+
+
+def test_largest_b_matches_brute_force() -> None:
+    for ratio in [Fraction(1, 3), Fraction(5, 2), Fraction(math.e), Fraction(1000)]:
+        for others in [1, 2, 9]:
+            for limit in [1, 10, 97, 1000]:
+                b = _largest_b(ratio, others, limit)
+                fits = [
+                    j for j in range(0, limit + 1) if math.floor(ratio * j) + others * j <= limit
+                ]
+                assert b == max(fits), (ratio, others, limit)
 
 
 def test_variance_closed_form() -> None:
@@ -147,6 +201,7 @@ def test_variance_closed_form() -> None:
         ({"epsilon": 1.0, "domain_size": 1}, "domain_size"),
         ({"epsilon": 1.0, "domain_size": 2.5}, "domain_size"),
         ({"epsilon": 1e-300, "domain_size": 3}, "epsilon"),
+        ({"epsilon": 1.0, "domain_size": 2**63}, "epsilon"),
     ],
 )
 def test_bad_parameters(kwargs: dict[str, float], name: str) -> None:
@@ -164,8 +219,18 @@ def test_bad_values_and_reports() -> None:
         grr.privatize([0.5])
     assert info.value.name == "values"
     with pytest.raises(InvalidParameterError) as info:
+        grr.privatize(np.array([-1, 0]))
+    assert info.value.name == "values"
+    with pytest.raises(InvalidParameterError) as info:
+        grr.privatize([])
+    assert info.value.name == "values"
+    with pytest.raises(InvalidParameterError) as info:
         grr.aggregate([-1, 0])
     assert info.value.name == "reports"
+    with pytest.raises(InvalidParameterError) as info:
+        grr.aggregate(np.array([0, 3], dtype=np.int32))
+    assert info.value.name == "reports"
+    assert "1 entries out of range" in str(info.value)
     with pytest.raises(InvalidParameterError) as info:
         grr.variance(0)
     assert info.value.name == "n"
@@ -174,16 +239,54 @@ def test_bad_values_and_reports() -> None:
     assert info.value.name == "counts"
 
 
-def test_reuses_the_randomized_response_mechanism() -> None:
-    from dpcurator.mechanisms import randomized_response
-
-    grr = GeneralizedRandomizedResponse(1.5, 5)
-    values = np.arange(5).repeat(20)
+def test_one_uniform_draw_per_device() -> None:
+    # r uniform in [0, M): o = r // B; r < (d - 1) B reports the o-th other value, else the
+    # truth. (A, B, M) are scaled by floor(2**32 / M) (same p, q; fewer rejected lanes).
+    d = 5
+    grr = GeneralizedRandomizedResponse(1.5, d)
+    _, b, m = grr_integers(1.5, d)
+    scale = 2**32 // m
+    assert (grr._range, grr._lie) == (m * scale, b * scale)
+    assert 2**32 - m < grr._range <= 2**32
+    b, m = b * scale, m * scale
+    values = np.arange(d).repeat(40)
     ours = grr.privatize(values, source=InsecureSeededSource(9))
-    theirs = randomized_response(
-        values, p_truth=grr.p, categories=5, source=InsecureSeededSource(9)
-    ).value
-    np.testing.assert_array_equal(ours, theirs)
+    r = uniform_integers(m, values.size, source=InsecureSeededSource(9))
+    expected = [
+        v if x >= (d - 1) * b else x // b + (x // b >= v)
+        for x, v in zip(r.tolist(), values, strict=True)
+    ]
+    np.testing.assert_array_equal(ours, expected)
+    assert ours.dtype == np.int64
+    assert np.all((ours == values) == (r >= (d - 1) * b))
+    # negative control: a draw from another seed gives other reports
+    assert not np.array_equal(ours, grr.privatize(values, source=InsecureSeededSource(10)))
+
+
+def test_wide_range_for_huge_domains() -> None:
+    # (d - 1) >= 2**32: the draw is in the 2**63 range, and reports still are in [0, d)
+    d = 2**33
+    grr = GeneralizedRandomizedResponse(2.0, d)
+    _, _, m = grr_integers(2.0, d)
+    assert 2**32 < m <= 2**63
+    values = np.array([0, 5, d - 1] * 30)
+    reports = grr.privatize(values, source=InsecureSeededSource(3))
+    assert np.all((reports >= 0) & (reports < d))
+
+
+def test_input_forms() -> None:
+    grr = GeneralizedRandomizedResponse(3.0, 2)
+    source = InsecureSeededSource(4)
+    bools = grr.privatize(np.array([True, False] * 50), source=source)
+    assert set(bools.tolist()) <= {0, 1}
+    small = grr.privatize(np.array([[0, 1], [1, 0]], dtype=np.uint8), source=source)
+    assert small.shape == (4,) and small.dtype == np.int64
+    strided = np.arange(20)[::2] % 2
+    assert grr.privatize(strided, source=source).shape == (10,)
+    # privatize does not modify its input
+    values = np.array([0, 1, 1, 0])
+    grr.privatize(values, source=source)
+    np.testing.assert_array_equal(values, [0, 1, 1, 0])
 
 
 def test_aggregate_is_the_debiased_histogram() -> None:

@@ -35,7 +35,7 @@ from __future__ import annotations
 from dpcurator.local._binary import BinaryRandomizedResponse
 from dpcurator.local._choose import approximate_variances, choose_protocol
 from dpcurator.local._grr import GeneralizedRandomizedResponse
-from dpcurator.local._hadamard import HadamardResponse, walsh_hadamard_transform
+from dpcurator.local._hadamard import HadamardResponse, hadamard_blocks, walsh_hadamard_transform
 from dpcurator.local._heavy_hitters import HeavyHitters, heavy_hitters
 from dpcurator.local._numeric import DuchiMean, MeanEstimate, PiecewiseMean
 from dpcurator.local._olh import LocalHashReports, OptimizedLocalHashing, collision_probability
@@ -78,6 +78,7 @@ __all__ = [
     "approximate_variances",
     "choose_protocol",
     "collision_probability",
+    "hadamard_blocks",
     "heavy_hitters",
     "project_counts",
     "project_to_simplex",

@@ -22,6 +22,7 @@ from typing import Literal
 from dpcurator._validation import check_epsilon, check_integer
 from dpcurator.errors import InvalidParameterError
 from dpcurator.local._grr import GeneralizedRandomizedResponse, exp_or_inf
+from dpcurator.local._hadamard import _relative_variance, hadamard_blocks
 from dpcurator.local._olh import OptimizedLocalHashing
 from dpcurator.local._protocol import FrequencyOracle
 from dpcurator.local._unary import OptimizedUnaryEncoding
@@ -37,7 +38,8 @@ def approximate_variances(epsilon: float, domain_size: int) -> dict[str, float]:
     Closed forms from research note D (Wang et al. 2017, Table 1 and Section 4; Acharya, Sun
     and Zhang 2019 for HR), with ``E = e^eps``: GRR ``(E + d - 2)/(E - 1)^2``; SUE
     ``e^{eps/2}/(e^{eps/2} - 1)^2``; OUE ``4E/(E - 1)^2``; OLH with ``g = round(E + 1)``
-    ``(E - 1 + g)^2 / ((E - 1)^2 (g - 1))``; BLH and HR ``(E + 1)^2/(E - 1)^2``.
+    ``(E - 1 + g)^2 / ((E - 1)^2 (g - 1))``; BLH ``(E + 1)^2/(E - 1)^2``; HR with ``B`` blocks
+    (:func:`~dpcurator.local._hadamard.hadamard_blocks`) ``(2B - 1 + E)^2 / (B (E - 1)^2)``.
 
     Parameters
     ----------
@@ -74,7 +76,7 @@ def approximate_variances(epsilon: float, domain_size: int) -> dict[str, float]:
         "oue": 4.0 * e / em1**2,
         "olh": (em1 + g) ** 2 / (em1**2 * (g - 1)),
         "blh": (e + 1.0) ** 2 / em1**2,
-        "hadamard": (e + 1.0) ** 2 / em1**2,
+        "hadamard": _relative_variance(hadamard_blocks(eps, d), e),
     }
 
 

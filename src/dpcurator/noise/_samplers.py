@@ -26,7 +26,7 @@ from numpy.typing import NDArray
 
 from dpcurator._validation import check_integer, check_rational
 from dpcurator.errors import InvalidParameterError
-from dpcurator.noise import _exact
+from dpcurator.noise import _block, _exact
 from dpcurator.noise._source import RandomSource, resolve_source
 
 __all__ = [
@@ -223,7 +223,9 @@ def bernoulli(
     against the exact remainder (CKS20, Section 5.1: Bernoulli of a rational from uniform
     integers; here with lazily drawn binary digits, so one word suffices almost always). Large
     batches compare four random bits per draw with the first four of ``p``'s expansion and refine
-    only ties (1 in 16), which is equally exact and about 15 times lighter on the entropy source.
+    only ties (1 in 16), which is equally exact and about 15 times lighter on the entropy source;
+    batches of at least 4096 draws invert the exact joint law of eight draws at a time from 16
+    random bits with a lookup table (:mod:`dpcurator.noise._block`), about 2 bits per draw.
     ``p`` may also be a float array (one probability per draw, each float its exact dyadic value).
 
     Parameters
@@ -262,6 +264,8 @@ def bernoulli(
     n = _count(shape)
     if prob in (0, 1):
         out = np.full(n, prob == 1, dtype=np.bool_)
+    elif n >= _BLOCK_PATH_MIN:
+        out = _block.bernoulli_blocks(prob, n, src)
     elif n >= _BYTE_PATH_MIN:
         out = _bernoulli_nibbles(prob, n, src)
     else:
@@ -273,6 +277,10 @@ def bernoulli(
 
 _BYTE_PATH_MIN = 64
 """From this many draws on, a scalar Bernoulli reads four random bits per draw, not a word."""
+
+_BLOCK_PATH_MIN = 4096
+"""From this many draws on, a scalar Bernoulli inverts blocks of eight draws from 16 random bits
+(:mod:`dpcurator.noise._block`; the exact table is built once per ``p`` and cached)."""
 
 
 def _bernoulli_words(prob: Fraction, n: int, src: RandomSource) -> NDArray[np.bool_]:
