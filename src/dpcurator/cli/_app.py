@@ -62,7 +62,8 @@ def _epsilons(
         except UnsupportedEventError as exc:
             if accountant != "all":
                 raise
-            rows.append((name, None, str(exc).split(". ")[0]))
+            reason = str(exc).split(". ")[0]
+            rows.append((name, None, reason if len(reason) <= 100 else reason[:99] + "…"))
             continue
         rows.append((name, acc.get_epsilon(delta), ""))
     return rows
