@@ -27,6 +27,7 @@ from dpcurator.errors import (
     DPError,
     InternalError,
     InvalidParameterError,
+    QueryError,
     UnsupportedError,
     UnsupportedEventError,
 )
@@ -39,6 +40,7 @@ __all__ = [
     "DPError",
     "InternalError",
     "InvalidParameterError",
+    "QueryError",
     "UnsupportedError",
     "UnsupportedEventError",
     "__version__",

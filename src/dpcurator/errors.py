@@ -17,6 +17,7 @@ __all__ = [
     "DPError",
     "InternalError",
     "InvalidParameterError",
+    "QueryError",
     "UnsupportedError",
     "UnsupportedEventError",
 ]
@@ -52,6 +53,14 @@ class UnsupportedError(DPError):
 
 class UnsupportedEventError(UnsupportedError):
     """An accountant was given a privacy event it cannot account for."""
+
+
+class QueryError(DPError, ValueError):
+    """A query the curator refuses: not a supported aggregate, or it names what was not declared.
+
+    Raised before any private data is read and before anything is spent. The message says why
+    and what would work instead.
+    """
 
 
 class BudgetExceededError(DPError):

@@ -99,7 +99,7 @@ def test_bad_input_is_a_clear_error(args: list[str], needle: str) -> None:
     assert "error" in result.output and needle in result.output
 
 
-def test_demo_runs() -> None:
-    result = runner.invoke(app, ["demo"])
+def test_tour_runs() -> None:
+    result = runner.invoke(app, ["tour"])
     assert result.exit_code == 0, result.output
     assert "epsilon" in result.output

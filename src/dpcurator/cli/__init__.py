@@ -1,4 +1,8 @@
-"""The ``dpcurator`` command line: ``epsilon``, ``noise``, ``compose`` and ``demo``."""
+"""The ``dpcurator`` command line.
+
+Commands: ``epsilon``, ``noise``, ``compose``, ``query``, ``ledger``, ``demo`` (the curator on
+real data), ``tour`` (the foundation) and ``local``.
+"""
 
 from __future__ import annotations
 

@@ -1,8 +1,10 @@
-"""The ``dpcurator`` command: a privacy calculator and the demo.
+"""The ``dpcurator`` command: a privacy calculator, private SQL, and the demo.
 
 ``dpcurator epsilon`` answers "what epsilon does this cost?", ``dpcurator noise`` the inverse
 ("how much noise for this epsilon?"), ``dpcurator compose`` composes a list of mechanisms under
-every accountant that supports them, and ``dpcurator demo`` runs the tour.
+every accountant that supports them, ``dpcurator query`` answers private SQL over a declared
+table and ``dpcurator ledger`` reads its ledger, ``dpcurator demo`` runs the curator demo and
+``dpcurator tour`` the tour of the foundation.
 """
 
 from __future__ import annotations
@@ -30,7 +32,10 @@ from dpcurator.accounting import (
     laplace_scale,
     make_accountant,
 )
+from dpcurator.cli._demo import DEFAULT_OUT, run_demo
 from dpcurator.cli._local import app as local_app
+from dpcurator.cli._query import ledger as ledger_command
+from dpcurator.cli._query import query as query_command
 from dpcurator.cli._specs import parse_spec, parse_spec_file
 from dpcurator.cli._tour import run_tour
 from dpcurator.errors import DPError, InvalidParameterError, UnsupportedEventError
@@ -39,11 +44,13 @@ __all__ = ["app", "main"]
 
 app = typer.Typer(
     name="dpcurator",
-    help="Differential privacy: a privacy calculator, local-DP simulations, and the demo.",
+    help="Differential privacy: a privacy calculator, private SQL, local-DP simulations, the demo.",
     no_args_is_help=True,
     add_completion=False,
 )
 app.add_typer(local_app, name="local")
+app.command(name="query")(query_command)
+app.command(name="ledger")(ledger_command)
 console = Console()
 
 _ACCOUNTANT_HELP = f"Accountant: one of {', '.join(ACCOUNTANT_NAMES)}, or 'all'."
@@ -195,7 +202,18 @@ def compose(
 
 
 @app.command()
-def demo() -> None:
+def demo(
+    out: Annotated[
+        Path, typer.Option(help="Folder for the database, declaration, ledger and plot.")
+    ] = DEFAULT_OUT,
+    quick: Annotated[bool, typer.Option("--quick", help="Fewer simulation repeats.")] = False,
+) -> None:
+    """Run the curator demo: private SQL over real CPS tax units, a budget, the ledger, a plot."""
+    run_demo(console, out, quick=quick)
+
+
+@app.command()
+def tour() -> None:
     """Run the tour: secure noise, randomized response, Laplace, accounting, budgets."""
     run_tour(console)
 

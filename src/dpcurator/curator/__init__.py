@@ -1,23 +1,57 @@
-"""The trusted curator: holds the data, answers queries privately, and keeps the books.
+"""The trusted curator: private SQL over declared tables, sessions with budgets, a ledger.
 
-Being built; the ledger first: :class:`Ledger` durably records every release (time, query text,
-privacy events, epsilon and delta charged, budget left) in an SQLite file and refuses any release
-that would exceed the budget; reopening the file resumes the spent budget.
+- Declarations: :class:`Table` (where the rows live, the privacy unit, contribution bounds) and
+  :class:`Column` (numeric bounds, public domains, histogram bins); also from TOML
+  (:meth:`Table.from_toml`, :func:`read_declaration`).
+- :class:`Session`: answers ``SELECT ... GROUP BY ...`` aggregate queries (COUNT, COUNT DISTINCT
+  unit, SUM, AVG, VARIANCE, STDDEV, MEDIAN/QUANTILE, HISTOGRAM) with differential privacy, in
+  SQL or through :class:`QueryBuilder`; refuses anything else, and any query over budget, before
+  reading data. Contribution bounding, clamping and aggregation run as one SQL statement in
+  DuckDB; noise is added to the small aggregated result.
+- :class:`QueryRelease`: the released table with standard deviations and intervals, the budget
+  split (:class:`Measurement`), the charge and the budget left.
+- :class:`Ledger`: every release durably recorded (SQLite) before its answer is returned;
+  reopening resumes the spent budget.
 
 Examples
 --------
->>> import os, tempfile
->>> from dpcurator.accounting import Budget, GaussianEvent
->>> from dpcurator.curator import Ledger
->>> path = os.path.join(tempfile.mkdtemp(), "ledger.sqlite")
->>> with Ledger(path, budget=Budget(1.0, 1e-5), accountant="zcdp") as ledger:
-...     entry = ledger.record("SELECT SUM(x) FROM t", [GaussianEvent(sigma=10.0)])
->>> 0.0 < entry.charged.epsilon < 1.0 and entry.charged.delta <= 1e-5
-True
+>>> import pandas as pd
+>>> from dpcurator.accounting import Budget
+>>> from dpcurator.curator import Column, Session, Table
+>>> from dpcurator.noise import InsecureSeededSource
+>>> df = pd.DataFrame({"hh": [1, 1, 2, 3], "state": ["CA", "CA", "NY", "TX"],
+...                    "income": [10.0, 20.0, 30.0, 40.0]})
+>>> t = Table("people", df, privacy_unit="hh", max_rows_per_unit=2,
+...           columns=[Column("state", domain=["CA", "NY", "TX"]),
+...                    Column("income", lower=0, upper=100)])
+>>> with Session(t, Budget(2.0), ledger=":memory:", source=InsecureSeededSource(3)) as s:
+...     r = s.sql("SELECT state, COUNT(*), AVG(income) FROM people GROUP BY state", epsilon=1.0)
+>>> r.value_columns, [m.name for m in r.split]
+(('count', 'avg_income'), ['COUNT(*)', 'COUNT(income)', 'SUM(income - 50)'])
 """
 
 from __future__ import annotations
 
+from dpcurator.curator._builder import QueryBuilder
 from dpcurator.curator._ledger import Ledger, LedgerEntry
+from dpcurator.curator._plan import Measurement, Plan
+from dpcurator.curator._release import QueryRelease
+from dpcurator.curator._session import DEFAULT_ACCOUNTANT, Session
+from dpcurator.curator._table import Column, Declaration, Table, read_declaration
+from dpcurator.errors import QueryError
 
-__all__ = ["Ledger", "LedgerEntry"]
+__all__ = [
+    "DEFAULT_ACCOUNTANT",
+    "Column",
+    "Declaration",
+    "Ledger",
+    "LedgerEntry",
+    "Measurement",
+    "Plan",
+    "QueryBuilder",
+    "QueryError",
+    "QueryRelease",
+    "Session",
+    "Table",
+    "read_declaration",
+]

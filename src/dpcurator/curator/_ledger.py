@@ -218,6 +218,50 @@ class Ledger:
             self._conn = None
             raise
 
+    @classmethod
+    def open(cls, path: str | os.PathLike[str]) -> Ledger:
+        """Open an existing ledger with the budget and accountant recorded in it.
+
+        Parameters
+        ----------
+        path : str or PathLike
+            An existing ledger file.
+
+        Raises
+        ------
+        InvalidParameterError
+            If the file does not exist or is not a ledger.
+
+        Examples
+        --------
+        >>> import os, tempfile
+        >>> from dpcurator.accounting import Budget
+        >>> path = os.path.join(tempfile.mkdtemp(), "ledger.sqlite")
+        >>> Ledger(path, budget=Budget(2.0), accountant="zcdp").close()
+        >>> with Ledger.open(path) as ledger:
+        ...     ledger.budget, ledger.accountant
+        (Budget(epsilon=2.0, delta=0.0), 'zcdp')
+        """
+        if not isinstance(path, str | os.PathLike):
+            raise InvalidParameterError("path", path, "must be a file path (str or PathLike)")
+        file = os.fspath(path)
+        if not os.path.isfile(file):
+            raise InvalidParameterError("path", file, "is not an existing ledger file")
+        try:
+            conn = sqlite3.connect(f"file:{file}?mode=ro", uri=True, timeout=_BUSY_TIMEOUT_S)
+            try:
+                recorded = dict(conn.execute("SELECT key, value FROM metadata").fetchall())
+            finally:
+                conn.close()
+            budget = Budget(float(recorded["budget_epsilon"]), float(recorded["budget_delta"]))
+            accountant = str(recorded["accountant"])
+            adaptive = recorded["adaptive_parameters"] == "True"
+        except (sqlite3.DatabaseError, KeyError, ValueError) as exc:
+            raise InvalidParameterError(
+                "path", file, f"is not a dpcurator ledger ({exc})"
+            ) from None
+        return cls(file, budget=budget, accountant=accountant, adaptive_parameters=adaptive)
+
     # -- opening ---------------------------------------------------------------------------
     def _expected_metadata(self) -> dict[str, str]:
         return {
@@ -364,6 +408,29 @@ class Ledger:
         with self._lock:
             rows = self._connection().execute(f"SELECT {_COLUMNS} FROM entries ORDER BY id")
             return [self._parse(row) for row in rows.fetchall()]
+
+    def check(self, events: Sequence[PrivacyEvent]) -> Budget:
+        """Return what recording ``events`` would leave spent, or refuse; writes nothing.
+
+        Includes the entries other processes recorded meanwhile. A later :meth:`record` checks
+        again (the budget may have been spent in between).
+
+        Raises
+        ------
+        BudgetExceededError
+            If the release would exceed the budget.
+        UnsupportedEventError
+            If the accountant cannot account for an event.
+        """
+        combined = self._combined(_check_events(events))
+        with self._lock:
+            conn = self._connection()
+            self._catch_up(conn)
+            trial = PrivacyFilter(
+                self._budget, self._filter.accountant.copy(), adaptive_parameters=self._adaptive
+            )
+            trial.spend(combined)
+            return trial.spent
 
     def record(self, query: str, events: Sequence[PrivacyEvent]) -> LedgerEntry:
         """Charge a release to the budget and commit its entry; return the entry.

@@ -1,0 +1,429 @@
+"""``dpcurator query`` and ``dpcurator ledger``: private SQL over a declared table, and its books.
+
+``dpcurator query --table people.toml --epsilon 0.5 "SELECT state, COUNT(*) FROM people GROUP BY
+state"`` opens a :class:`~dpcurator.curator.Session` on the TOML declaration (the budget from its
+``[budget]`` section, the ledger ``<name>.ledger.sqlite`` next to it unless ``--ledger``), answers
+the query with differential privacy and prints the released table (each value with its standard
+deviation and 95 % interval), how the query's budget was split over its noisy measurements, what
+it was charged and what is left; ``--json`` prints the same as JSON. ``--explain`` shows the plan
+(the measurements, their noise, the bounded SQL the engine would run) and whether the ledger would
+answer it, reading no data and spending nothing.
+
+A refusal (a query that is not a supported aggregate, an unknown column, a query over budget, a
+bad parameter, a malformed declaration) prints the reason and exits with status 2; nothing is
+spent.
+
+``dpcurator ledger people.ledger.sqlite`` (or the TOML, whose ledger is next to it) prints the
+budget, the accountant, what was spent and what remains, then one row per recorded release.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from dpcurator.accounting import Budget
+from dpcurator.errors import DPError, InvalidParameterError
+
+if TYPE_CHECKING:  # the curator (DuckDB, pandas, sqlglot) is imported when a command runs
+    from dpcurator.curator import Ledger, LedgerEntry, Measurement, QueryRelease
+
+__all__ = [
+    "budget_text",
+    "ledger",
+    "ledger_path_for",
+    "ledger_summary",
+    "print_ledger",
+    "print_release",
+    "query",
+    "split_table",
+]
+
+console = Console()
+
+_INTERVAL_NOTES = {
+    "exact": "exact interval of the noise",
+    "conservative": "union bound over two noises (coverage at least the level)",
+    "approximate": "delta method, normal interval (approximate)",
+    "none": "no closed form: chosen by the exponential mechanism, no standard deviation",
+}
+
+
+# --------------------------------------------------------------------------------------------
+# rendering (shared with the demo)
+
+
+def budget_text(budget: Budget) -> str:
+    """Format a budget as people read it: ``ε=0.5, δ=1e-06``.
+
+    Examples
+    --------
+    >>> from dpcurator.accounting import Budget
+    >>> budget_text(Budget(0.5, 1e-6))
+    'ε=0.5, δ=1e-06'
+    >>> budget_text(Budget.unlimited())
+    'ε=inf, δ=0'
+    """
+    return f"ε={budget.epsilon:.4g}, δ={budget.delta:.3g}"
+
+
+def _number(value: float) -> str:
+    if math.isnan(value):
+        return "-"
+    if value != 0 and (abs(value) >= 1e7 or abs(value) < 1e-3):
+        return f"{value:.4g}"
+    return f"{value:,.4g}" if abs(value) < 1e4 else f"{value:,.0f}"
+
+
+def split_table(split: tuple[Measurement, ...], title: str = "budget split") -> Table:
+    """Return the measurements of a query as a rich table (mechanism, ε, δ, sensitivity, scale).
+
+    Examples
+    --------
+    >>> from dpcurator.curator import Measurement
+    >>> m = Measurement("COUNT(*)", "count", None, "geometric", 0.5, 0.0, 4.0, 8.0)
+    >>> split_table((m,)).row_count
+    1
+    """
+    table = Table(title=title, title_justify="left")
+    for name in ("measurement", "mechanism", "ε", "δ", "sensitivity", "noise scale"):
+        table.add_column(name, justify="left" if name in {"measurement", "mechanism"} else "right")
+    for m in split:
+        table.add_row(
+            escape(m.name),
+            m.mechanism,
+            f"{m.epsilon:.4g}",
+            f"{m.delta:.3g}",
+            _number(m.sensitivity),
+            _number(m.scale),
+        )
+    return table
+
+
+def print_release(out: Console, release: QueryRelease, *, budget: Budget | None = None) -> None:
+    """Print a release: the table with error bars, notes on its intervals, the split, the budget.
+
+    Parameters
+    ----------
+    out : rich.console.Console
+        Where to print.
+    release : QueryRelease
+        What :meth:`Session.sql` returned.
+    budget : Budget, optional
+        The session's total budget, to say what was spent of what.
+    """
+    out.print(release)
+    notes = [
+        f"{name}: {_INTERVAL_NOTES.get(kind, kind)}"
+        for name, kind in release.intervals.items()
+        if kind != "exact"
+    ]
+    if notes:
+        out.print("[dim]intervals: " + escape("; ".join(notes)) + "[/]")
+    out.print(split_table(release.split))
+    of = f" of the budget {budget_text(budget)}" if budget is not None else ""
+    out.print(
+        f"this query: {budget_text(release.charged)}; spent so far {budget_text(release.spent)}"
+        f"{of}; [bold]left {budget_text(release.remaining)}[/]"
+    )
+
+
+def _budget_dict(budget: Budget) -> dict[str, float | None]:
+    return {
+        "epsilon": budget.epsilon if math.isfinite(budget.epsilon) else None,
+        "delta": budget.delta,
+    }
+
+
+def _strict(value: Any) -> Any:
+    """Non-finite floats become None, for strict JSON."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(key): _strict(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_strict(item) for item in value]
+    return value
+
+
+# --------------------------------------------------------------------------------------------
+# errors
+
+
+def _fail(exc: Exception, as_json: bool) -> None:
+    """Print the reason of a refusal (or JSON ``{"error": ...}``) and exit with status 2."""
+    if as_json:
+        typer.echo(json.dumps({"error": str(exc), "type": type(exc).__name__}))
+    else:
+        console.print(f"[red]error:[/] {escape(str(exc))}")
+    raise typer.Exit(code=2)
+
+
+# --------------------------------------------------------------------------------------------
+# dpcurator query
+
+
+def _explain(
+    table: Path, sql: str, *, epsilon: float, delta: float, ledger_file: str, as_json: bool
+) -> None:
+    """Plan ``sql`` without reading data or spending; say whether the ledger would answer it."""
+    from dpcurator.curator import Ledger, Session, read_declaration  # noqa: PLC0415
+
+    declaration = read_declaration(table)
+    with Session(declaration.table, Budget.unlimited(), ledger=":memory:") as planner:
+        plan = planner.plan(sql, epsilon=epsilon, delta=delta)
+    verdict: dict[str, Any] = {"ledger": ledger_file, "exists": Path(ledger_file).is_file()}
+    if verdict["exists"]:
+        with Ledger.open(ledger_file) as books:
+            before = books.spent
+            verdict["remaining"] = _budget_dict(books.remaining)
+            try:
+                after = books.check(plan.events)
+            except DPError as exc:  # over budget, or an event the accountant cannot account
+                verdict.update(answered=False, reason=str(exc))
+            else:
+                charged = Budget(
+                    max(after.epsilon - before.epsilon, 0.0), max(after.delta - before.delta, 0.0)
+                )
+                verdict.update(answered=True, charged=_budget_dict(charged))
+    if as_json:
+        payload = {
+            "query": sql,
+            "epsilon": plan.epsilon,
+            "delta": plan.delta,
+            "split": [
+                {
+                    "measurement": m.name,
+                    "kind": m.kind,
+                    "mechanism": m.mechanism,
+                    "epsilon": m.epsilon,
+                    "delta": m.delta,
+                    "sensitivity": m.sensitivity,
+                    "scale": m.scale,
+                }
+                for m in plan.measurements
+            ],
+            "threshold": plan.threshold,
+            "bounded_sql": plan.sql,
+            "quantile_sql": plan.quantile_sql,
+            "ledger": verdict,
+        }
+        typer.echo(json.dumps(_strict(payload), allow_nan=False))
+        return
+    console.print(f"[bold]plan[/] of {escape(sql)} at {budget_text(Budget(epsilon, delta))}")
+    console.print(
+        split_table(plan.measurements, title="measurements (nothing read, nothing spent)")
+    )
+    if plan.threshold is not None:
+        console.print(
+            f"partition selection keeps groups with a noisy unit count ≥ {plan.threshold}"
+        )
+    console.print(
+        "[bold]bounded SQL[/] (the engine runs this, with the source in place of __source):"
+    )
+    console.print(escape(plan.sql), highlight=False)
+    if plan.quantile_sql is not None:
+        console.print(escape(plan.quantile_sql), highlight=False)
+    if not verdict["exists"]:
+        console.print(f"ledger {escape(ledger_file)}: none yet (the first query creates it)")
+    elif verdict["answered"]:
+        console.print(
+            f"ledger {escape(ledger_file)}: would be answered, charging "
+            f"{budget_text(Budget(**verdict['charged']))}"
+        )
+    else:
+        console.print(
+            f"ledger {escape(ledger_file)}: [red]would be refused[/]: {escape(verdict['reason'])}"
+        )
+
+
+def query(  # noqa: PLR0917 (typer commands take their options as parameters)
+    sql: Annotated[str, typer.Argument(help="The aggregate SQL query.", show_default=False)],
+    table: Annotated[
+        Path,
+        typer.Option("--table", help="TOML declaration of the table, with its budget."),
+    ],
+    epsilon: Annotated[
+        float | None, typer.Option(help="The query's epsilon (required unless --explain).")
+    ] = None,
+    delta: Annotated[
+        float, typer.Option(help="The query's delta (> 0 only for undeclared group keys).")
+    ] = 0.0,
+    ledger_file: Annotated[
+        Path | None,
+        typer.Option("--ledger", help="The ledger (default: <name>.ledger.sqlite next to TOML)."),
+    ] = None,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="Show the plan; read no data, spend nothing.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Answer an aggregate SQL query over a declared table with differential privacy."""
+    from dpcurator.curator import Session  # noqa: PLC0415
+
+    try:
+        ledger_path = str(ledger_file) if ledger_file is not None else None
+        if explain:
+            path = ledger_path or ledger_path_for(table)
+            if epsilon is None and not as_json:
+                console.print("[dim]no --epsilon given: planned at a nominal epsilon of 1[/]")
+            nominal = 1.0 if epsilon is None else epsilon
+            _explain(table, sql, epsilon=nominal, delta=delta, ledger_file=path, as_json=as_json)
+            return
+        if epsilon is None:
+            raise InvalidParameterError("--epsilon", None, "is required (or use --explain)")
+        with Session.from_toml(table, ledger=ledger_path) as session:
+            release = session.sql(sql, epsilon=epsilon, delta=delta)
+            budget = session.budget
+            used = session.ledger.path
+    except (DPError, OSError, sqlite3.Error) as exc:
+        _fail(exc, as_json)
+        return
+    if as_json:
+        payload = release.to_dict()
+        payload["budget"] = _budget_dict(budget)
+        payload["ledger"] = used
+        typer.echo(json.dumps(_strict(payload), allow_nan=False))
+        return
+    print_release(console, release, budget=budget)
+    console.print(f"[dim]ledger: {escape(used)} (entry {release.entry_id})[/]")
+
+
+# --------------------------------------------------------------------------------------------
+# dpcurator ledger
+
+
+def ledger_path_for(path: Path) -> str:
+    r"""Return the ledger file of ``path``: itself, or for a TOML declaration the one beside it.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from pathlib import Path
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> _ = (folder / "people.toml").write_text('[table]\nname = "people"\nsource = "p.csv"\n')
+    >>> Path(ledger_path_for(folder / "people.toml")).name
+    'people.ledger.sqlite'
+    >>> ledger_path_for(folder / "books.sqlite") == str(folder / "books.sqlite")
+    True
+    """
+    from dpcurator.curator import read_declaration  # noqa: PLC0415
+
+    if path.suffix.lower() == ".toml":
+        return read_declaration(path).ledger_path
+    return str(path)
+
+
+def _entry_dict(entry: LedgerEntry) -> dict[str, Any]:
+    return {
+        "id": entry.id,
+        "time": entry.time.isoformat(),
+        "query": entry.query,
+        "events": [repr(event) for event in entry.events],
+        "charged": _budget_dict(entry.charged),
+        "spent": _budget_dict(entry.spent),
+        "remaining": _budget_dict(entry.remaining),
+    }
+
+
+def ledger_summary(books: Ledger) -> dict[str, Any]:
+    """Summarise a ledger as JSON-ready data: budget, accountant, spent, remaining, entries.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from dpcurator.accounting import Budget, PureDPEvent
+    >>> from dpcurator.curator import Ledger
+    >>> path = os.path.join(tempfile.mkdtemp(), "l.sqlite")
+    >>> with Ledger(path, budget=Budget(1.0)) as books:
+    ...     _ = books.record("SELECT COUNT(*) FROM t", [PureDPEvent(0.25)])
+    ...     summary = ledger_summary(books)
+    >>> summary["remaining"], [e["query"] for e in summary["entries"]]
+    ({'epsilon': 0.75, 'delta': 0.0}, ['SELECT COUNT(*) FROM t'])
+    """
+    return {
+        "path": books.path,
+        "budget": _budget_dict(books.budget),
+        "accountant": books.accountant,
+        "spent": _budget_dict(books.spent),
+        "remaining": _budget_dict(books.remaining),
+        "entries": [_entry_dict(entry) for entry in books.entries()],
+    }
+
+
+def print_ledger(out: Console, books: Ledger, *, last: int | None = None) -> None:
+    """Print a ledger: its budget and accountant, spent and remaining, then its entries.
+
+    Parameters
+    ----------
+    out : rich.console.Console
+        Where to print.
+    books : Ledger
+        An open ledger.
+    last : int, optional
+        Show only the ``last`` most recent entries.
+    """
+    entries = books.entries()
+    out.print(
+        f"[bold]ledger[/] {escape(books.path)}: budget {budget_text(books.budget)}, "
+        f"accountant {books.accountant}; spent {budget_text(books.spent)}, "
+        f"[bold]remaining {budget_text(books.remaining)}[/]; {len(entries)} entries"
+    )
+    shown = entries if last is None else entries[-last:]
+    if not shown:
+        return
+    with_delta = any(entry.charged.delta > 0 for entry in entries)
+
+    def cell(budget: Budget) -> str:
+        return budget_text(budget) if with_delta else f"{budget.epsilon:.4g}"
+
+    table = Table(title_justify="left")
+    table.add_column("id", justify="right", no_wrap=True)
+    table.add_column("time (UTC)", no_wrap=True)
+    table.add_column("query", overflow="fold")
+    table.add_column("charged" if with_delta else "charged ε", justify="right", no_wrap=True)
+    table.add_column("left" if with_delta else "left ε", justify="right", no_wrap=True)
+    for entry in shown:
+        table.add_row(
+            str(entry.id),
+            entry.time.strftime("%Y-%m-%d %H:%M:%S"),
+            escape(entry.query),
+            cell(entry.charged),
+            cell(entry.remaining),
+        )
+    out.print(table)
+    if not with_delta:
+        out.print(f"[dim]no entry charged any δ; δ left: {books.remaining.delta:.3g}[/]")
+
+
+def ledger(
+    path: Annotated[
+        Path,
+        typer.Argument(
+            help="A ledger .sqlite file, or a TOML declaration (its ledger is next to it)."
+        ),
+    ],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Read a ledger: budget, accountant, spent, remaining, and every recorded release."""
+    from dpcurator.curator import Ledger  # noqa: PLC0415
+
+    try:
+        with Ledger.open(ledger_path_for(path)) as books:
+            if as_json:
+                summary = ledger_summary(books)
+            else:
+                print_ledger(console, books)
+                return
+    except (DPError, OSError, sqlite3.Error) as exc:
+        _fail(exc, as_json)
+        return
+    typer.echo(json.dumps(_strict(summary), allow_nan=False))

@@ -1,0 +1,214 @@
+"""What a query returns: the released table with its error columns, the charge, the budget left."""
+
+from __future__ import annotations
+
+import io
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+from rich.console import Console, Group
+from rich.table import Table as RichTable
+from rich.text import Text
+
+from dpcurator.accounting import Budget, PrivacyEvent
+from dpcurator.curator._plan import Measurement
+
+__all__ = ["QueryRelease", "render_split"]
+
+_INTERVALS = {
+    "exact": "exact interval of the noise",
+    "conservative": "union bound over two noises (coverage at least the level)",
+    "approximate": "delta method, normal interval (approximate)",
+    "none": "no closed form (exponential mechanism)",
+}
+
+
+@dataclass(frozen=True)
+class QueryRelease:
+    """A differentially private answer to one query.
+
+    Attributes
+    ----------
+    query : str
+        The query as asked.
+    table : pandas.DataFrame
+        Group keys, then for each released value column ``c``: ``c``, ``c_std`` (standard
+        deviation of the noise), ``c_ci_low`` and ``c_ci_high`` (the ``confidence`` interval
+        for the value of the bounded query: after clamping and contribution bounding).
+    value_columns : tuple of str
+        The released aggregates' names, in SELECT order.
+    intervals : dict
+        For each value column, how its interval is obtained: ``"exact"``, ``"conservative"``,
+        ``"approximate"`` or ``"none"``.
+    split : tuple of Measurement
+        How the query's budget was split over its noisy measurements.
+    events : tuple of PrivacyEvent
+        What the query did, as privacy events (what the ledger recorded).
+    charged, spent, remaining : Budget
+        This query's charge under the session's accountant, the total spent, what is left.
+    entry_id : int
+        The ledger entry.
+    confidence : float
+        The level of the intervals.
+    bounded_sql : str
+        The bounded aggregate SQL that the engine ran.
+    threshold : int or None
+        The partition-selection threshold on noisy distinct-unit counts, when used.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from dpcurator.accounting import Budget
+    >>> from dpcurator.curator import Column, Session, Table
+    >>> from dpcurator.noise import InsecureSeededSource
+    >>> df = pd.DataFrame({"x": [1.0, 2.0, 3.0]})
+    >>> t = Table("t", df, columns=[Column("x", lower=0, upper=4)])
+    >>> with Session(t, Budget(1.0), ledger=":memory:", source=InsecureSeededSource(0)) as s:
+    ...     r = s.sql("SELECT COUNT(*) AS n FROM t", epsilon=0.5)
+    >>> list(r.table.columns), r.charged
+    (['n', 'n_std', 'n_ci_low', 'n_ci_high'], Budget(epsilon=0.5, delta=0.0))
+    """
+
+    query: str
+    table: pd.DataFrame
+    value_columns: tuple[str, ...]
+    intervals: dict[str, str]
+    split: tuple[Measurement, ...]
+    events: tuple[PrivacyEvent, ...]
+    charged: Budget
+    spent: Budget
+    remaining: Budget
+    entry_id: int
+    confidence: float
+    bounded_sql: str
+    threshold: int | None = None
+
+    def to_pandas(self) -> pd.DataFrame:
+        """Return the released table (a copy)."""
+        return self.table.copy()
+
+    def to_arrow(self) -> pa.Table:
+        """Return the released table as a pyarrow Table."""
+        return pa.Table.from_pandas(self.table, preserve_index=False)
+
+    @property
+    def values(self) -> pd.DataFrame:
+        """The released table without the error columns."""
+        errors = {f"{c}{s}" for c in self.value_columns for s in ("_std", "_ci_low", "_ci_high")}
+        return self.table[[c for c in self.table.columns if c not in errors]].copy()
+
+    def __rich__(self) -> Group:
+        """Render values with +- std and intervals, the charge and the budget left."""
+        pct = f"{100 * self.confidence:g}%"
+        table = RichTable(title=self.query, title_justify="left", show_lines=False)
+        key_columns = [
+            c
+            for c in self.table.columns
+            if c not in self.value_columns
+            and not any(
+                c == f"{v}{s}" for v in self.value_columns for s in ("_std", "_ci_low", "_ci_high")
+            )
+        ]
+        for c in key_columns:
+            table.add_column(c, style="bold")
+        for c in self.value_columns:
+            table.add_column(f"{c}\n± std, [{pct} interval]", justify="right")
+        for _, row in self.table.iterrows():
+            cells = [str(row[c]) for c in key_columns]
+            for c in self.value_columns:
+                low, high = _fmt(row[f"{c}_ci_low"]), _fmt(row[f"{c}_ci_high"])
+                interval = f"[dim][{low}, {high}][/dim]" if low != "-" else ""
+                cells.append(f"{_fmt(row[c])} ± {_fmt(row[f'{c}_std'])}\n{interval}")
+            table.add_row(*cells)
+        footer = Text(
+            f"charged ε={self.charged.epsilon:.6g} δ={self.charged.delta:.3g} · "
+            f"left ε={self.remaining.epsilon:.6g} δ={self.remaining.delta:.3g} · "
+            f"ledger entry {self.entry_id}",
+            style="cyan",
+        )
+        return Group(table, footer)
+
+    def __str__(self) -> str:
+        buffer = io.StringIO()
+        Console(file=buffer, width=120, color_system=None).print(self)
+        return buffer.getvalue()
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready summary: records, charge, budget, split, intervals."""
+        return {
+            "query": self.query,
+            "table": _records(self.table),
+            "value_columns": list(self.value_columns),
+            "intervals": dict(self.intervals),
+            "confidence": self.confidence,
+            "charged": {"epsilon": self.charged.epsilon, "delta": self.charged.delta},
+            "spent": {"epsilon": self.spent.epsilon, "delta": self.spent.delta},
+            "remaining": {"epsilon": self.remaining.epsilon, "delta": self.remaining.delta},
+            "split": [
+                {
+                    "measurement": m.name,
+                    "mechanism": m.mechanism,
+                    "epsilon": m.epsilon,
+                    "delta": m.delta,
+                    "sensitivity": m.sensitivity,
+                    "scale": None if math.isnan(m.scale) else m.scale,
+                }
+                for m in self.split
+            ],
+            "threshold": self.threshold,
+            "entry_id": self.entry_id,
+            "bounded_sql": self.bounded_sql,
+        }
+
+
+def render_split(split: tuple[Measurement, ...]) -> RichTable:
+    """Render the budget split of a query as a rich table."""
+    table = RichTable(title="budget split", title_justify="left")
+    for name in ("measurement", "mechanism", "ε", "δ", "sensitivity", "noise scale"):
+        table.add_column(name, justify="left" if name in {"measurement", "mechanism"} else "right")
+    for m in split:
+        table.add_row(
+            m.name,
+            m.mechanism,
+            f"{m.epsilon:.4g}",
+            f"{m.delta:.3g}",
+            _fmt(m.sensitivity),
+            "-" if math.isnan(m.scale) else _fmt(m.scale),
+        )
+    return table
+
+
+def _fmt(value: Any) -> str:
+    """Format a released number: integers whole, others to about four significant digits."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    if math.isnan(number):
+        return "-"
+    if math.isinf(number):
+        return "inf" if number > 0 else "-inf"
+    if number.is_integer() and abs(number) < 1e15:
+        return f"{int(number):,}"
+    magnitude = abs(number)
+    if magnitude >= 1e15 or magnitude < 1e-3:
+        return f"{number:.3e}"
+    if magnitude >= 1000:
+        return f"{number:,.0f}"
+    return f"{number:.4g}"
+
+
+def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    out = []
+    for record in frame.to_dict(orient="records"):
+        clean: dict[str, Any] = {}
+        for key, raw in record.items():
+            value = raw.item() if hasattr(raw, "item") else raw
+            if isinstance(value, float) and not math.isfinite(value):
+                value = None
+            clean[str(key)] = value
+        out.append(clean)
+    return out
