@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dpcurator import InvalidParameterError
 from dpcurator.curator import Column, Plan
 from dpcurator.curator._measure import Exact
 from tests.curator.conftest import STATES, exact_aggregates, open_session, people_table
@@ -212,3 +213,42 @@ def test_any_unit_removal_respects_the_sensitivity(  # noqa: PLR0917 - hypothesi
     plan, e1 = exact_aggregates(open_session(people_table(frame, **declaration)), query)
     _, e0 = exact_aggregates(open_session(people_table(other, **declaration)), query)
     _check(plan, e1, e0)
+
+
+@pytest.mark.parametrize("query", QUERIES[:3])
+def test_the_portable_plan_computes_the_same_and_renders_for_spark(
+    people: pd.DataFrame, query: str
+) -> None:
+    import sqlglot
+
+    big = _heavy_unit_frame(people, 1000)
+    declaration = {"max_rows_per_unit": 6, "max_groups_per_unit": 3, "max_rows_per_group": 2}
+    session = open_session(people_table(big, **declaration))
+    plan, exact = exact_aggregates(session, query)
+    relation = session._relations["people"]
+    portable = plan.portable_sql[0].replace("FROM __source", f"FROM {relation}", 1)
+    again = pd.DataFrame(session._run(portable))
+    keys = [k.alias for k in plan.keys]
+    mine = pd.DataFrame(exact.columns).assign(
+        **{alias: [key[i] for key in exact.keys] for i, alias in enumerate(keys)}
+    )
+    if keys:
+        again, mine = (f.sort_values(keys).reset_index(drop=True) for f in (again, mine))
+    for name in exact.columns:
+        assert np.array_equal(mine[name].to_numpy(), again[name].to_numpy()), name
+    spark, _ = plan.sql_for("spark")
+    assert "QUALIFY" not in spark and "SEMI JOIN" not in spark and "MATERIALIZED" not in spark
+    sqlglot.parse_one(spark, dialect="spark")
+    with pytest.raises(InvalidParameterError, match="dialect"):
+        plan.sql_for("no-such-dialect")
+
+
+def test_count_of_a_column_with_an_odd_name(people: pd.DataFrame) -> None:
+    odd = 'c"; DROP TABLE people; --'
+    frame = people.assign(**{odd: people["state"].where(people["age"] > 50)})
+    table = people_table(frame, columns=[Column("state", domain=STATES), Column(odd)])
+    session = open_session(table)
+    plan, exact = exact_aggregates(
+        session, f'SELECT COUNT("{odd.replace(chr(34), 2 * chr(34))}") FROM people'
+    )
+    assert int(exact.columns[plan.measurements[0].result][0]) == int((people["age"] > 50).sum())

@@ -30,6 +30,8 @@ from fractions import Fraction
 from itertools import pairwise, product
 from typing import Any
 
+import sqlglot
+import sqlglot.errors
 from sqlglot import exp
 
 from dpcurator._validation import check_delta, check_epsilon
@@ -163,11 +165,31 @@ class Plan:
     threshold: int | None
     groups_touched: int
     rows_per_group: int
+    portable_sql: tuple[str, str | None] = field(default=("", None), repr=False)
 
     @property
     def selects_partitions(self) -> bool:
         """True when group keys are discovered by private partition selection."""
         return any(k.domain is None for k in self.keys)
+
+    def sql_for(self, dialect: str) -> tuple[str, str | None]:
+        """Render the bounded SQL (and the quantile SQL) for another engine, e.g. ``"spark"``.
+
+        The plan is written once in portable SQL (no engine-specific joins or hints) and
+        transpiled by sqlglot; ``__source`` stands for the table. :attr:`sql` is the DuckDB
+        rendering the session runs.
+        """
+        try:
+            out = [
+                None if text is None else sqlglot.transpile(text, read="duckdb", write=dialect)[0]
+                for text in self.portable_sql
+            ]
+        except (ValueError, KeyError, sqlglot.errors.SqlglotError) as error:
+            raise InvalidParameterError(
+                "dialect", dialect, f"cannot be rendered: {error}"
+            ) from None
+        assert out[0] is not None
+        return out[0], out[1]
 
     def measurement_for_quantile(self, column: str, quantile: float) -> Measurement:
         """Return the exponential-mechanism measurement of quantile ``quantile`` of ``column``."""
@@ -431,7 +453,7 @@ def make_plan(query: ParsedQuery, *, epsilon: float, delta: float = 0.0) -> Plan
             units, name, result = rows_l1, "COUNT(*)", "__n"
         else:
             assert col is not None
-            alias = value_alias.get(col, col)
+            alias = value_alias.get(col) or f"__cc{needs.count_columns.index(col)}"
             if kind == "count_column":
                 units, name, result = rows_l1, f"COUNT({col})", f"__c_{alias}"
             else:
@@ -473,6 +495,7 @@ def make_plan(query: ParsedQuery, *, epsilon: float, delta: float = 0.0) -> Plan
             )
         )
     sql, quantile_sql = _render(query, keys, values, measurements, contribution)
+    portable = _render(query, keys, values, measurements, contribution, portable=True)
     return Plan(
         query=query,
         epsilon=eps,
@@ -483,6 +506,7 @@ def make_plan(query: ParsedQuery, *, epsilon: float, delta: float = 0.0) -> Plan
         events=tuple(events),
         sql=sql,
         quantile_sql=quantile_sql,
+        portable_sql=portable,
         threshold=threshold,
         groups_touched=contribution.groups,
         rows_per_group=contribution.per_group,
@@ -550,10 +574,11 @@ def _fixed_point(expression: str, scale: float) -> str:
 
 
 def _bounding(
-    key_aliases: Sequence[str],
-    value_aliases: Sequence[str],
+    columns: Sequence[str],
     keys: Sequence[KeySpec],
     contribution: _Contribution,
+    *,
+    portable: bool,
 ) -> list[str]:
     """CTEs bounding each unit's contribution: ``__rows`` in, ``__bounded`` out.
 
@@ -562,8 +587,12 @@ def _bounding(
     ``max_groups_per_unit`` groups (ranked by a hash of the group key), ``max_rows_per_group``
     rows per group and ``max_rows_per_unit`` rows (ranked by a hash of the row). Every choice
     depends on the unit's own rows only, so removing a unit changes no other unit's rows.
+
+    ``portable`` writes semi and anti joins as ``IN`` / ``NOT IN`` (the unit is never NULL
+    here), which every SQL engine reads; DuckDB runs its own join syntax faster.
     """
     k, g, c = contribution.rows, contribution.groups, contribution.per_group
+    cols = ", ".join(columns)
     grouped = [k_.alias for k_ in keys if k_.alias != "__bin"]
     limit_groups = bool(grouped) and g < k
     limit_per_group = bool(grouped) and c < k
@@ -581,30 +610,35 @@ def _bounding(
         )
     else:
         ctes.append(f"__over AS (SELECT __u FROM __rows GROUP BY __u HAVING COUNT(*) > {k})")
-    ctes.append("__heavy AS (SELECT * FROM __rows SEMI JOIN __over USING (__u))")
+    if portable:
+        ctes.append(f"__heavy AS (SELECT {cols} FROM __rows WHERE __u IN (SELECT __u FROM __over))")
+    else:
+        ctes.append(f"__heavy AS (SELECT {cols} FROM __rows SEMI JOIN __over USING (__u))")
     current = "__heavy"
-    row_hash = f"hash({', '.join(['__u', *key_aliases, *value_aliases])})"
+    row_hash = f"hash({cols})"
     if limit_groups:
         key_list = ", ".join(grouped)
         ctes.append(
-            f"__groups AS (SELECT * FROM {current} QUALIFY DENSE_RANK() OVER "
+            f"__groups AS (SELECT {cols} FROM {current} QUALIFY DENSE_RANK() OVER "
             f"(PARTITION BY __u ORDER BY hash({key_list}), {key_list}) <= {g})"
         )
         current = "__groups"
     if limit_per_group:
         ctes.append(
-            f"__per_group AS (SELECT * FROM {current} QUALIFY ROW_NUMBER() OVER "
+            f"__per_group AS (SELECT {cols} FROM {current} QUALIFY ROW_NUMBER() OVER "
             f"(PARTITION BY __u, {', '.join(grouped)} ORDER BY {row_hash}) <= {c})"
         )
         current = "__per_group"
     ctes.append(
-        f"__truncated AS (SELECT * FROM {current} QUALIFY ROW_NUMBER() OVER "
+        f"__truncated AS (SELECT {cols} FROM {current} QUALIFY ROW_NUMBER() OVER "
         f"(PARTITION BY __u ORDER BY {row_hash}) <= {k})"
     )
-    ctes.append(
-        "__bounded AS (SELECT * FROM __rows ANTI JOIN __over USING (__u) "
-        "UNION ALL SELECT * FROM __truncated)"
+    light = (
+        f"SELECT {cols} FROM __rows WHERE __u NOT IN (SELECT __u FROM __over)"
+        if portable
+        else f"SELECT {cols} FROM __rows ANTI JOIN __over USING (__u)"
     )
+    ctes.append(f"__bounded AS ({light} UNION ALL SELECT {cols} FROM __truncated)")
     return ctes
 
 
@@ -614,6 +648,8 @@ def _render(
     values: tuple[ValueSpec, ...],
     measurements: Sequence[Measurement],
     contribution: _Contribution,
+    *,
+    portable: bool = False,
 ) -> tuple[str, str | None]:
     table = query.table
     unit = table.unit_column
@@ -650,17 +686,17 @@ def _render(
         projections.append(f"{_clamped(value)} AS {value.alias}")
     for m in measurements:
         if m.kind == "count_column" and m.column not in by_column:
-            projections.append(
-                f"{quote(str(m.column))} AS {m.column and m.result.removeprefix('__c_')}"
-            )
+            projections.append(f"{quote(str(m.column))} AS {m.result.removeprefix('__c_')}")
     if not projections:
         projections.append("1 AS __one")
     where = f" WHERE {' AND '.join(filters)}" if filters else ""
-    ctes = [f"__rows AS NOT MATERIALIZED (SELECT {', '.join(projections)} FROM __source{where})"]
+    hint = "" if portable else " NOT MATERIALIZED"
+    ctes = [f"__rows AS{hint} (SELECT {', '.join(projections)} FROM __source{where})"]
     current = "__rows"
     key_aliases = [k.alias for k in keys]
     if unit is not None:
-        ctes += _bounding(key_aliases, [v.alias for v in values], keys, contribution)
+        columns = [p.rsplit(" AS ", 1)[1] for p in projections]
+        ctes += _bounding(columns, keys, contribution, portable=portable)
         current = "__bounded"
     aggregates: list[str] = []
     for m in measurements:
