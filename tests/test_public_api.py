@@ -15,6 +15,8 @@ PACKAGES = [
     "dpcurator.local",
     "dpcurator.datasets",
     "dpcurator.curator",
+    "dpcurator.attacks",
+    "dpcurator.audit",
 ]
 
 

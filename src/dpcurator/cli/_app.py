@@ -32,6 +32,7 @@ from dpcurator.accounting import (
     laplace_scale,
     make_accountant,
 )
+from dpcurator.cli._audit import audit as audit_command
 from dpcurator.cli._demo import DEFAULT_OUT, run_demo
 from dpcurator.cli._local import app as local_app
 from dpcurator.cli._query import ledger as ledger_command
@@ -51,6 +52,7 @@ app = typer.Typer(
 app.add_typer(local_app, name="local")
 app.command(name="query")(query_command)
 app.command(name="ledger")(ledger_command)
+app.command(name="audit")(audit_command)
 console = Console()
 
 _ACCOUNTANT_HELP = f"Accountant: one of {', '.join(ACCOUNTANT_NAMES)}, or 'all'."
