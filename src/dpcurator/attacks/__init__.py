@@ -14,6 +14,9 @@ note C).
   :func:`averaging_attack`, :class:`DifferencingResult`, :class:`AveragingResult`,
   :func:`repeats_to_pin`; :class:`AggregateInterface` (a naive count/sum interface with query-size
   restriction, fresh noise, or a privacy filter), :class:`QueryRefusedError`.
+- Against the curator: :class:`SessionOracle` (a subset-count oracle answered by a
+  :class:`~dpcurator.curator.Session`, the budget split over the queries) and
+  :class:`SessionInterface` (``ask`` callables through ``session.sql``, every repeat charged).
 - Linkage (Sweeney's Weld example): :func:`linkage_attack`, :class:`LinkageResult`,
   :func:`uniqueness`, :func:`weld_example`.
 - Syntactic anonymity and its failures: :func:`equivalence_classes`, :func:`k_anonymity`,
@@ -83,6 +86,7 @@ from dpcurator.attacks._reconstruction import (
     reconstruction_vs_noise,
     subset_sum_oracle,
 )
+from dpcurator.attacks._session import SessionInterface, SessionOracle
 
 __all__ = [
     "MAX_EXHAUSTIVE_ROWS",
@@ -96,6 +100,8 @@ __all__ = [
     "QueryRefusedError",
     "ReconstructionResult",
     "RocCurve",
+    "SessionInterface",
+    "SessionOracle",
     "averaging_attack",
     "differencing_attack",
     "distinct_l_diversity",
