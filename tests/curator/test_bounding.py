@@ -252,3 +252,13 @@ def test_count_of_a_column_with_an_odd_name(people: pd.DataFrame) -> None:
         session, f'SELECT COUNT("{odd.replace(chr(34), 2 * chr(34))}") FROM people'
     )
     assert int(exact.columns[plan.measurements[0].result][0]) == int((people["age"] > 50).sum())
+
+
+def test_a_unit_with_null_and_non_null_keys_spans_two_groups() -> None:
+    from dpcurator.curator import Table
+
+    frame = pd.DataFrame({"pid": [1, 1, 1], "city": [None, "a", "a"]})
+    table = Table("people", frame, privacy_unit="pid", max_rows_per_unit=5, columns=["city"])
+    query = "SELECT city, COUNT(*) FROM people GROUP BY city"
+    _, exact = exact_aggregates(open_session(table), query, delta=1e-6)
+    assert len(exact.keys) == 1  # one group kept: NULL and "a" are two groups

@@ -597,7 +597,17 @@ def _bounding(
     limit_groups = bool(grouped) and g < k
     limit_per_group = bool(grouped) and c < k
     ctes: list[str] = []
-    if limit_groups or limit_per_group:
+    if limit_groups and g == 1:
+        # One group per unit: a unit spans several groups iff some key has two values (or
+        # both NULL and a value); then within its one group it may keep c rows. One pass.
+        spans = [
+            f"MIN({a}) <> MAX({a}) OR (COUNT({a}) > 0 AND COUNT({a}) < COUNT(*))" for a in grouped
+        ]
+        conditions = [f"COUNT(*) > {min(k, c)}", *spans]
+        ctes.append(
+            f"__over AS (SELECT __u FROM __rows GROUP BY __u HAVING {' OR '.join(conditions)})"
+        )
+    elif limit_groups or limit_per_group:
         key_list = ", ".join(grouped)
         ctes.append(f"__per AS (SELECT __u, COUNT(*) AS __n FROM __rows GROUP BY __u, {key_list})")
         conditions = [f"SUM(__n) > {k}"]
