@@ -45,7 +45,8 @@ $(BENCH_VENV)/.stamp: benchmarks/requirements.txt pyproject.toml
 	touch $@
 
 bench: $(BENCH_VENV)/.stamp
+	bash benchmarks/peers/setup_peers.sh
 	$(BENCH_VENV)/bin/python benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) $(BENCH_VENV) build dist src/*.egg-info .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(BENCH_VENV) .venv-peers build dist src/*.egg-info .mypy_cache .ruff_cache .pytest_cache

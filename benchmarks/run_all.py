@@ -3,7 +3,9 @@
 Usage: ``make bench`` (sets up ``.venv-bench`` with the peers of
 ``benchmarks/requirements.txt``), or ``.venv-bench/bin/python benchmarks/run_all.py``.
 Each script writes its JSON into ``benchmarks/results/``; BENCHMARKS.md records the figures
-of one such run.
+of one such run. ``bench_curator.py`` runs the DP-SQL peers (SmartNoise SQL, OpenDP, PipelineDP,
+Tumult Analytics) each in its own venv under ``.venv-peers/``, made by
+``benchmarks/peers/setup_peers.sh`` (``make bench`` runs it first).
 """
 
 from __future__ import annotations
@@ -14,7 +16,16 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SCRIPTS = ["bench_samplers.py", "bench_accountants.py", "bench_local.py"]
+SCRIPTS = [
+    "bench_samplers.py",
+    "bench_accountants.py",
+    "bench_local.py",
+    "bench_curator.py",
+    "bench_audit.py",
+    "bench_learn_erm.py",
+    "bench_dpsgd.py",
+    "bench_fedavg.py",
+]
 
 
 def main() -> int:

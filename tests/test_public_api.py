@@ -17,6 +17,7 @@ PACKAGES = [
     "dpcurator.curator",
     "dpcurator.attacks",
     "dpcurator.audit",
+    "dpcurator.learn",
 ]
 
 
