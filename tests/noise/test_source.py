@@ -143,3 +143,13 @@ def test_resolve_source_rejects_seeds_and_generators(bad: object) -> None:
     with pytest.raises(InvalidParameterError, match=r"InsecureSeededSource\(seed\)") as info:
         resolve_source(bad)  # type: ignore[arg-type]
     assert info.value.name == "source"
+
+
+def test_secure_source_deep_copies_to_itself() -> None:
+    import copy
+
+    from dpcurator.noise import SecureRandomSource
+
+    source = SecureRandomSource()
+    assert copy.deepcopy(source) is source
+    assert copy.deepcopy({"source": source})["source"] is source

@@ -111,6 +111,13 @@ class SecureRandomSource(RandomSource):
         self._position = 0
         _LIVE_SECURE_SOURCES.add(self)
 
+    def __deepcopy__(self, memo: dict[int, object]) -> SecureRandomSource:
+        """Return ``self``: a copy must never replay buffered secure bytes.
+
+        scikit-learn's ``clone`` deep-copies estimator parameters, a source among them.
+        """
+        return self
+
     def _reset_after_fork(self) -> None:
         self._lock = threading.Lock()
         self._buffer = b""
