@@ -16,14 +16,7 @@ from rich.text import Text
 from dpcurator.accounting import Budget, PrivacyEvent
 from dpcurator.curator._plan import Measurement
 
-__all__ = ["QueryRelease", "render_split"]
-
-_INTERVALS = {
-    "exact": "exact interval of the noise",
-    "conservative": "union bound over two noises (coverage at least the level)",
-    "approximate": "delta method, normal interval (approximate)",
-    "none": "no closed form (exponential mechanism)",
-}
+__all__ = ["QueryRelease"]
 
 
 @dataclass(frozen=True)
@@ -162,23 +155,6 @@ class QueryRelease:
             "entry_id": self.entry_id,
             "bounded_sql": self.bounded_sql,
         }
-
-
-def render_split(split: tuple[Measurement, ...]) -> RichTable:
-    """Render the budget split of a query as a rich table."""
-    table = RichTable(title="budget split", title_justify="left")
-    for name in ("measurement", "mechanism", "ε", "δ", "sensitivity", "noise scale"):
-        table.add_column(name, justify="left" if name in {"measurement", "mechanism"} else "right")
-    for m in split:
-        table.add_row(
-            m.name,
-            m.mechanism,
-            f"{m.epsilon:.4g}",
-            f"{m.delta:.3g}",
-            _fmt(m.sensitivity),
-            "-" if math.isnan(m.scale) else _fmt(m.scale),
-        )
-    return table
 
 
 def _fmt(value: Any) -> str:

@@ -358,7 +358,6 @@ def _check_where(node: exp.Expr, query: _Context) -> exp.Expr:
                 "functions ABS, LOWER, UPPER, LENGTH, COALESCE, SUBSTRING, TRIM, ROUND, FLOOR, "
                 "CEIL, YEAR, MONTH, DAY, CAST, CASE."
             )
-    unit = query.table.unit_column
 
     def quote(sub: exp.Expr) -> exp.Expr:
         if isinstance(sub, exp.Column):
@@ -366,7 +365,6 @@ def _check_where(node: exp.Expr, query: _Context) -> exp.Expr:
             return exp.column(name, quoted=True)
         return sub
 
-    del unit
     return node.copy().transform(quote)
 
 
