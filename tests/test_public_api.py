@@ -15,6 +15,7 @@ PACKAGES = [
     "dpcurator.local",
     "dpcurator.datasets",
     "dpcurator.curator",
+    "dpcurator.hierarchy",
     "dpcurator.attacks",
     "dpcurator.audit",
     "dpcurator.learn",

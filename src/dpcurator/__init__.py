@@ -25,6 +25,7 @@ from dpcurator.accounting import Budget
 from dpcurator.errors import (
     BudgetExceededError,
     DPError,
+    InfeasibleConstraintsError,
     InternalError,
     InvalidParameterError,
     QueryError,
@@ -38,6 +39,7 @@ __all__ = [
     "Budget",
     "BudgetExceededError",
     "DPError",
+    "InfeasibleConstraintsError",
     "InternalError",
     "InvalidParameterError",
     "QueryError",

@@ -15,6 +15,7 @@ from __future__ import annotations
 __all__ = [
     "BudgetExceededError",
     "DPError",
+    "InfeasibleConstraintsError",
     "InternalError",
     "InvalidParameterError",
     "QueryError",
@@ -60,6 +61,14 @@ class QueryError(DPError, ValueError):
 
     Raised before any private data is read and before anything is spent. The message says why
     and what would work instead.
+    """
+
+
+class InfeasibleConstraintsError(DPError, ValueError):
+    """No integer point satisfies the domains, the invariants and consistency together.
+
+    Raised by the hierarchical post-processing before it solves anything. The message names the
+    node where the constraints clash and the two intervals that do not meet.
     """
 
 

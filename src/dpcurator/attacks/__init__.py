@@ -26,8 +26,11 @@ note C).
   :class:`HomogeneityResult`).
 - Membership inference, against any ``train``/``score`` pair: :func:`loss_threshold_attack`
   (Yeom et al. 2018), :func:`lira_attack` (Carlini et al. 2022), :class:`MembershipResult` (ROC,
-  AUC, TPR at 0.1 % and 1 % FPR, the DP check ``TPR <= e^eps FPR + delta``), :func:`roc_curve`,
-  :func:`membership_result`, :func:`logit_confidence`, :func:`take`.
+  AUC, TPR at 0.1 % and 1 % FPR, the DP check ``TPR <= e^eps FPR + delta``), shadow models
+  trained once and reused (:func:`train_shadow_models`, :class:`ShadowModels`), the certified
+  check of that tradeoff at every threshold (:func:`tradeoff_violations`,
+  :class:`TradeoffViolations`), :func:`roc_curve`, :func:`membership_result`,
+  :func:`logit_confidence`, :func:`take`.
 
 Randomness (random subsets, shadow-model halves, simulated noise) comes from
 :mod:`dpcurator.noise`; pass ``source=InsecureSeededSource(seed)`` for a reproducible experiment.
@@ -70,12 +73,16 @@ from dpcurator.attacks._linkage import LinkageResult, linkage_attack, uniqueness
 from dpcurator.attacks._membership import (
     MembershipResult,
     RocCurve,
+    ShadowModels,
+    TradeoffViolations,
     lira_attack,
     logit_confidence,
     loss_threshold_attack,
     membership_result,
     roc_curve,
     take,
+    tradeoff_violations,
+    train_shadow_models,
 )
 from dpcurator.attacks._reconstruction import (
     MAX_EXHAUSTIVE_ROWS,
@@ -102,6 +109,8 @@ __all__ = [
     "RocCurve",
     "SessionInterface",
     "SessionOracle",
+    "ShadowModels",
+    "TradeoffViolations",
     "averaging_attack",
     "differencing_attack",
     "distinct_l_diversity",
@@ -127,6 +136,8 @@ __all__ = [
     "subset_sum_oracle",
     "t_closeness",
     "take",
+    "tradeoff_violations",
+    "train_shadow_models",
     "uniqueness",
     "weld_example",
 ]

@@ -16,10 +16,12 @@ A bound close to the claim shows that the claim is tight and the audit has power
 - One run (Steinke, Nasr and Jagielski 2023): :func:`canary_audit` (draws which canaries are in,
   runs once, guesses, certifies), :func:`score_canaries` (from scores of a run made elsewhere,
   e.g. DP-SGD), :func:`one_run_epsilon_lower_bound`, :func:`one_run_p_value`,
-  :class:`CanaryAudit`.
+  :class:`CanaryAudit`; for DP-SGD, :func:`audit_dpsgd` with white-box gradient canaries
+  (:class:`DPSGDAudit`; needs PyTorch).
 - The suite of the project's mechanisms: :func:`run_audit_suite`, :func:`audit_case`,
   :class:`AuditCase`, :class:`SuiteResult`, :data:`AUDIT_CASES`, :func:`register_audit_case`
-  (``dpcurator audit`` prints it).
+  (``dpcurator audit`` prints it), and the one-run cases (:data:`ONE_RUN_CASES`,
+  :class:`OneRunCase`, :func:`suite_case_names`).
 
 References
 ----------
@@ -49,6 +51,9 @@ True
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 from dpcurator.audit._canary import (
     CanaryAudit,
     canary_audit,
@@ -68,22 +73,46 @@ from dpcurator.audit._lower_bound import (
 from dpcurator.audit._selection import Event
 from dpcurator.audit._suite import (
     AUDIT_CASES,
+    ONE_RUN_CASES,
     AuditCase,
+    OneRunCase,
     SuiteResult,
     audit_case,
     register_audit_case,
     run_audit_suite,
+    suite_case_names,
 )
+from dpcurator.errors import UnsupportedError
+
+_LAZY = {"DPSGDAudit": "_dpsgd", "audit_dpsgd": "_dpsgd"}
+
+
+def __getattr__(name: str) -> Any:
+    """Import the PyTorch parts on first use."""
+    if name not in _LAZY:
+        raise AttributeError(f"module 'dpcurator.audit' has no attribute {name!r}")
+    try:
+        module = importlib.import_module(f"dpcurator.audit.{_LAZY[name]}")
+    except ImportError as error:
+        raise UnsupportedError(
+            f"{name} needs PyTorch (pip install 'dpcurator[learn]'; torch==2.13.0): {error}"
+        ) from error
+    return getattr(module, name)
+
 
 __all__ = [
     "AUDIT_CASES",
     "EVENT_FAMILIES",
+    "ONE_RUN_CASES",
     "AuditCase",
     "AuditResult",
     "CanaryAudit",
+    "DPSGDAudit",
     "Event",
+    "OneRunCase",
     "SuiteResult",
     "audit_case",
+    "audit_dpsgd",
     "audit_mechanism",
     "audit_samples",
     "canary_audit",
@@ -95,4 +124,5 @@ __all__ = [
     "register_audit_case",
     "run_audit_suite",
     "score_canaries",
+    "suite_case_names",
 ]

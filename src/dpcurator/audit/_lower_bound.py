@@ -44,8 +44,8 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import stats
 
+from dpcurator._stats import clopper_pearson_bounds
 from dpcurator._validation import check_delta, check_epsilon, check_integer, check_probability
 from dpcurator.audit._selection import (
     Candidates,
@@ -84,6 +84,7 @@ def clopper_pearson(successes: int, trials: int, alpha: float) -> tuple[float, f
     ``LCB = Beta^{-1}(alpha; k, n - k + 1)`` (0 when ``k = 0``) and
     ``UCB = Beta^{-1}(1 - alpha; k + 1, n - k)`` (1 when ``k = n``): each holds with probability
     at least ``1 - alpha`` (Clopper and Pearson 1934; exact, never below the nominal level).
+    The scalar form of :func:`dpcurator._stats.clopper_pearson_bounds`, which computes it.
 
     Parameters
     ----------
@@ -106,12 +107,8 @@ def clopper_pearson(successes: int, trials: int, alpha: float) -> tuple[float, f
     """
     n = check_integer(trials, "trials", minimum=1)
     k = check_integer(successes, "successes", minimum=0)
-    if k > n:
-        raise InvalidParameterError("successes", successes, f"must be <= trials ({n})")
-    a = check_probability(alpha, "alpha", open_left=True, open_right=True)
-    lower = 0.0 if k == 0 else float(stats.beta.ppf(a, k, n - k + 1))
-    upper = 1.0 if k == n else float(stats.beta.ppf(1 - a, k + 1, n - k))
-    return lower, upper
+    lower, upper = clopper_pearson_bounds(k, n, alpha)
+    return float(lower), float(upper)
 
 
 def _check_confidence(confidence: object) -> float:

@@ -28,6 +28,8 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import optimize, stats
 
+from dpcurator._stats import clopper_pearson_bounds
+
 __all__ = [
     "Candidates",
     "Event",
@@ -364,14 +366,8 @@ def selection_bounds(
     Each one-sided bound is at level ``alpha`` (the caller splits its failure probability over
     the candidates); ``-inf`` where ``LCB(p) <= delta``.
     """
-    k = np.asarray(hits, dtype=np.float64)
-    k_other = np.asarray(hits_other, dtype=np.float64)
+    lcb, _ = clopper_pearson_bounds(hits, trials, alpha)
+    _, ucb = clopper_pearson_bounds(hits_other, trials_other, alpha)
     with np.errstate(divide="ignore", invalid="ignore"):
-        lcb = np.where(k > 0, stats.beta.ppf(alpha, np.maximum(k, 1.0), trials - k + 1), 0.0)
-        ucb = np.where(
-            k_other < trials,
-            stats.beta.ppf(1 - alpha, k_other + 1, np.maximum(trials - k_other, 1.0)),
-            1.0,
-        )
         bound = np.where(lcb > delta, np.log(np.maximum(lcb - delta, 1e-300) / ucb), -np.inf)
     return np.asarray(bound, dtype=np.float64)

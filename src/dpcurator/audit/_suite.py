@@ -17,6 +17,11 @@ response, Duchi et al.'s and the piecewise mean mechanisms). Register more with
 The selection mechanisms and AboveThreshold are sampled through the batch samplers that their
 public functions call with ``size=1`` (the same code, vectorised).
 
+One-run cases (:class:`OneRunCase`, :data:`ONE_RUN_CASES`) are audited from a single run with
+canaries instead (Steinke, Nasr and Jagielski 2023): DP-SGD (``"dpsgd"``, one training with
+gradient canaries, :func:`~dpcurator.audit.audit_dpsgd`; needs PyTorch). A training run takes
+seconds, so they run only when named or with ``one_run=True``.
+
 Examples
 --------
 >>> from dpcurator.noise import InsecureSeededSource
@@ -31,13 +36,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
 from dpcurator._validation import check_delta, check_epsilon, check_integer, check_probability
 from dpcurator.accounting import BasicAccountant, PrivacyEvent, discrete_gaussian_sigma
+from dpcurator.audit._canary import CanaryAudit
 from dpcurator.audit._lower_bound import audit_mechanism
 from dpcurator.errors import InvalidParameterError
 from dpcurator.local import (
@@ -67,11 +73,14 @@ from dpcurator.noise import InsecureSeededSource, RandomSource, resolve_source
 
 __all__ = [
     "AUDIT_CASES",
+    "ONE_RUN_CASES",
     "AuditCase",
+    "OneRunCase",
     "SuiteResult",
     "audit_case",
     "register_audit_case",
     "run_audit_suite",
+    "suite_case_names",
 ]
 
 Sampler = Callable[[Any, int, RandomSource], Any]
@@ -124,6 +133,49 @@ class AuditCase:
         check_integer(self.quick_samples, "quick_samples", minimum=1)
         if not callable(self.sample):
             raise InvalidParameterError("sample", self.sample, "must be callable")
+
+
+class OneRunOutcome(Protocol):
+    """What a one-run audit reports: the claim and the canary audit (e.g. ``DPSGDAudit``)."""
+
+    @property
+    def epsilon_claimed(self) -> float:
+        """The epsilon the run claims."""
+
+    @property
+    def delta(self) -> float:
+        """The delta of the claim."""
+
+    @property
+    def canary(self) -> CanaryAudit:
+        """Guesses, correct guesses and the certified bound."""
+
+
+@dataclass(frozen=True)
+class OneRunCase:
+    """A mechanism audited from one run with canaries (Steinke, Nasr and Jagielski 2023).
+
+    Attributes
+    ----------
+    name : str
+        Registry key (``"dpsgd"``).
+    description : str
+        The run and its canaries, in words.
+    run : callable
+        ``run(quick, confidence, source)`` performs the run and returns its outcome (the
+        claim and the :class:`~dpcurator.audit.CanaryAudit`), e.g. a
+        :class:`~dpcurator.audit.DPSGDAudit`.
+    """
+
+    name: str
+    description: str
+    run: Callable[[bool, float, RandomSource], OneRunOutcome]
+
+    def __post_init__(self) -> None:
+        if not self.name or not isinstance(self.name, str):
+            raise InvalidParameterError("name", self.name, "must be a non-empty string")
+        if not callable(self.run):
+            raise InvalidParameterError("run", self.run, "must be callable")
 
 
 @dataclass(frozen=True)
@@ -186,9 +238,25 @@ class SuiteResult:
 AUDIT_CASES: dict[str, AuditCase] = {}
 """The registry: name -> :class:`AuditCase`, in the order the suite runs them."""
 
+ONE_RUN_CASES: dict[str, OneRunCase] = {}
+"""One-run cases (a training run each): name -> :class:`OneRunCase`, run when asked for."""
 
-def register_audit_case(case: AuditCase, *, replace: bool = False) -> AuditCase:
-    """Add a case to :data:`AUDIT_CASES` (refuses a taken name unless ``replace``).
+
+def suite_case_names(*, one_run: bool = False) -> list[str]:
+    """Names the suite runs by default, in order (with the one-run cases when ``one_run``).
+
+    >>> "laplace" in suite_case_names(), "dpsgd" in suite_case_names(one_run=True)
+    (True, True)
+    """
+    return [*AUDIT_CASES, *(ONE_RUN_CASES if one_run else ())]
+
+
+def register_audit_case(
+    case: AuditCase | OneRunCase, *, replace: bool = False
+) -> AuditCase | OneRunCase:
+    """Add a case to :data:`AUDIT_CASES` (or a one-run case to :data:`ONE_RUN_CASES`).
+
+    A name taken in either registry is refused unless ``replace``.
 
     Examples
     --------
@@ -203,24 +271,29 @@ def register_audit_case(case: AuditCase, *, replace: bool = False) -> AuditCase:
     True
     >>> _ = AUDIT_CASES.pop("coin_rr_example")
     """
-    if not isinstance(case, AuditCase):
-        raise InvalidParameterError("case", case, "must be an AuditCase")
-    if case.name in AUDIT_CASES and not replace:
+    if not isinstance(case, AuditCase | OneRunCase):
+        raise InvalidParameterError("case", case, "must be an AuditCase or a OneRunCase")
+    if (case.name in AUDIT_CASES or case.name in ONE_RUN_CASES) and not replace:
         raise InvalidParameterError(
             "case", case.name, "is already registered (pass replace=True to replace it)"
         )
-    AUDIT_CASES[case.name] = case
+    AUDIT_CASES.pop(case.name, None)
+    ONE_RUN_CASES.pop(case.name, None)
+    if isinstance(case, OneRunCase):
+        ONE_RUN_CASES[case.name] = case
+    else:
+        AUDIT_CASES[case.name] = case
     return case
 
 
 def audit_case(
-    case: AuditCase,
+    case: AuditCase | OneRunCase,
     *,
     quick: bool = False,
     confidence: float = 0.95,
     source: RandomSource | None = None,
 ) -> SuiteResult:
-    """Audit one case: ``samples`` (or ``quick_samples``) runs per side and split.
+    """Audit one case: ``samples`` (or ``quick_samples``) runs per side and split, or one run.
 
     Examples
     --------
@@ -231,6 +304,8 @@ def audit_case(
     True
     """
     src = resolve_source(source)
+    if isinstance(case, OneRunCase):
+        return _audit_one_run(case, quick=quick, confidence=confidence, source=src)
     n = case.quick_samples if quick else case.samples
 
     def mechanism(data: Any, size: int) -> Any:
@@ -260,10 +335,31 @@ def audit_case(
     )
 
 
+def _audit_one_run(
+    case: OneRunCase, *, quick: bool, confidence: float, source: RandomSource
+) -> SuiteResult:
+    start = time.perf_counter()
+    outcome = case.run(quick, confidence, source)
+    audit = outcome.canary
+    return SuiteResult(
+        name=case.name,
+        description=case.description,
+        claimed_epsilon=outcome.epsilon_claimed,
+        claimed_delta=outcome.delta,
+        epsilon_lower_bound=audit.epsilon_lower_bound,
+        confidence=audit.confidence,
+        samples=1,
+        event=f"one run: {audit.correct} of {audit.guesses} guesses right, "
+        f"{audit.canaries} canaries",
+        seconds=time.perf_counter() - start,
+    )
+
+
 def run_audit_suite(
     *,
     quick: bool = False,
     names: Iterable[str] | None = None,
+    one_run: bool = False,
     confidence: float = 0.95,
     source: RandomSource | None = None,
     on_result: Callable[[SuiteResult], None] | None = None,
@@ -280,7 +376,10 @@ def run_audit_suite(
     quick : bool, default False
         Use each case's ``quick_samples`` (a few seconds in all) instead of ``samples``.
     names : iterable of str, optional
-        Cases to run (default: all of :data:`AUDIT_CASES`).
+        Cases to run, from :data:`AUDIT_CASES` or :data:`ONE_RUN_CASES` (default:
+        :func:`suite_case_names`).
+    one_run : bool, default False
+        With the default ``names``, also run the one-run cases (DP-SGD: one training run).
     confidence : float, default 0.95
         Family-wise, over the cases run.
     source : RandomSource, optional
@@ -303,18 +402,19 @@ def run_audit_suite(
     >>> round(results[0].confidence, 3)  # 0.95 family-wise: 0.975 each
     0.975
     """
-    chosen = list(AUDIT_CASES) if names is None else list(names)
-    unknown = [name for name in chosen if name not in AUDIT_CASES]
+    cases: dict[str, AuditCase | OneRunCase] = {**AUDIT_CASES, **ONE_RUN_CASES}
+    chosen = suite_case_names(one_run=one_run) if names is None else list(names)
+    unknown = [name for name in chosen if name not in cases]
     if unknown or not chosen:
         raise InvalidParameterError(
-            "names", unknown or chosen, f"must name registered cases: {', '.join(AUDIT_CASES)}"
+            "names", unknown or chosen, f"must name registered cases: {', '.join(cases)}"
         )
     level = check_probability(confidence, "confidence", open_left=True, open_right=True)
     each = 1.0 - (1.0 - level) / len(chosen)
     src = resolve_source(source)
     results: list[SuiteResult] = []
     for name in chosen:
-        result = audit_case(AUDIT_CASES[name], quick=quick, confidence=each, source=src)
+        result = audit_case(cases[name], quick=quick, confidence=each, source=src)
         results.append(result)
         if on_result is not None:
             on_result(result)
@@ -593,6 +693,53 @@ def _default_cases() -> list[AuditCase]:
     ]
 
 
-for _case in _default_cases():
+_DPSGD_ROWS = 500
+_DPSGD_EPOCHS = 10
+
+
+def _dpsgd(quick: bool, confidence: float, source: RandomSource) -> OneRunOutcome:
+    """DP-SGD on a small MLP over UCI Adult (numeric columns, public scalings), full batches."""
+    import torch  # noqa: PLC0415 (the learn extra: imported when this case runs)
+
+    from dpcurator.audit._dpsgd import audit_dpsgd  # noqa: PLC0415
+    from dpcurator.datasets import load_adult  # noqa: PLC0415
+
+    frame = load_adult().iloc[:_DPSGD_ROWS]
+    columns = {"age": 90.0, "education_num": 16.0, "hours_per_week": 99.0}
+    features = np.column_stack(
+        [frame[column].clip(0, top).to_numpy() / top for column, top in columns.items()]
+    )
+    labels = (frame["income"] == ">50K").to_numpy().astype(np.int64)
+
+    def model() -> torch.nn.Module:
+        return torch.nn.Sequential(
+            torch.nn.Linear(len(columns), 16), torch.nn.ReLU(), torch.nn.Linear(16, 2)
+        )
+
+    return audit_dpsgd(
+        model,
+        torch.from_numpy(features).float(),
+        torch.from_numpy(labels),
+        loss_fn=torch.nn.functional.cross_entropy,
+        max_grad_norm=1.0,
+        epochs=_DPSGD_EPOCHS,
+        target_epsilon=1.0,
+        delta=_GAUSSIAN_DELTA,
+        canaries=1000 if quick else 5000,
+        confidence=confidence,
+        source=source,
+    )
+
+
+_CASES: list[AuditCase | OneRunCase] = [
+    *_default_cases(),
+    OneRunCase(
+        "dpsgd",
+        f"DPSGD, target eps=1, delta={_GAUSSIAN_DELTA:g}, full batches, {_DPSGD_EPOCHS} steps, "
+        f"MLP on {_DPSGD_ROWS} Adult rows + gradient canaries (1,000 quick, 5,000 full)",
+        _dpsgd,
+    ),
+]
+for _case in _CASES:
     register_audit_case(_case)
-del _case
+del _case, _CASES
