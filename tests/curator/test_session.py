@@ -176,6 +176,16 @@ def test_schema_is_checked_on_open(people: pd.DataFrame) -> None:
         Session(people_table(people), Budget(1.0))
 
 
+def test_exact_runs_trusted_sql_without_charging(people: pd.DataFrame) -> None:
+    session = open_session(people_table(people))
+    counts = session.exact("people", "SELECT state, COUNT(*) AS n FROM {rows} GROUP BY state")
+    expected = people.groupby("state").size()
+    assert dict(zip(counts["state"], counts["n"], strict=True)) == expected.to_dict()
+    assert session.spent.epsilon == 0.0 and session.ledger.entries() == []
+    with pytest.raises(InvalidParameterError, match="table is not declared.*'nobody'"):
+        session.exact("nobody", "SELECT 1")
+
+
 def test_toml_declaration(people: pd.DataFrame, tmp_path: Path) -> None:
     people.to_parquet(tmp_path / "people.parquet")
     toml = tmp_path / "people.toml"

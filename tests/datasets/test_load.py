@@ -17,8 +17,10 @@ from dpcurator.datasets import (
     DATASETS,
     dataset_path,
     load_adult,
+    load_county_population,
     load_cps,
     load_flights,
+    load_midwest,
     load_pet_names,
     load_surnames,
 )
@@ -33,6 +35,8 @@ LOADERS = {
     "flights": load_flights,
     "surnames": load_surnames,
     "pets": load_pet_names,
+    "county_population": load_county_population,
+    "midwest": load_midwest,
 }
 
 STRING = "string"  # any pandas string dtype (object of str, StringDtype, pandas 3 "str")
@@ -109,6 +113,26 @@ EXPECTED_DTYPES: dict[str, dict[str, str]] = {
         "secondary_breed": STRING,
         "zip_code": STRING,
     },
+    "county_population": {
+        "region": STRING,
+        "division": STRING,
+        "state": STRING,
+        "county": STRING,
+        "state_fips": "int64",
+        "county_fips": "int64",
+        "population_2010": "int64",
+        "population_2019": "int64",
+    },
+    "midwest": {
+        "state": STRING,
+        "county": STRING,
+        "poptotal": "int64",
+        "popwhite": "int64",
+        "popblack": "int64",
+        "popamerindian": "int64",
+        "popasian": "int64",
+        "popother": "int64",
+    },
 }
 EXPECTED_ROWS = {
     "adult": 32_561,
@@ -116,6 +140,8 @@ EXPECTED_ROWS = {
     "flights": 336_776,
     "surnames": 88_799,
     "pets": 52_519,
+    "county_population": 3_142,
+    "midwest": 437,
 }
 
 
@@ -142,7 +168,15 @@ def _documented() -> dict[str, tuple[int, int, int, str]]:
 
 
 def test_names_and_paths() -> None:
-    assert DATASETS == ("adult", "cps", "flights", "surnames", "pets")
+    assert DATASETS == (
+        "adult",
+        "cps",
+        "flights",
+        "surnames",
+        "pets",
+        "county_population",
+        "midwest",
+    )
     for name in DATASETS:
         path = dataset_path(name)
         assert path.is_absolute()

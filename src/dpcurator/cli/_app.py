@@ -3,8 +3,9 @@
 ``dpcurator epsilon`` answers "what epsilon does this cost?", ``dpcurator noise`` the inverse
 ("how much noise for this epsilon?"), ``dpcurator compose`` composes a list of mechanisms under
 every accountant that supports them, ``dpcurator query`` answers private SQL over a declared
-table and ``dpcurator ledger`` reads its ledger, ``dpcurator demo`` runs the curator demo and
-``dpcurator tour`` the tour of the foundation.
+table and ``dpcurator ledger`` reads its ledger, ``dpcurator release`` publishes a hierarchical
+census table from a declaration, ``dpcurator audit`` audits every mechanism empirically,
+``dpcurator demo`` runs the curator demo and ``dpcurator tour`` the tour of the foundation.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from dpcurator.cli._demo import DEFAULT_OUT, run_demo
 from dpcurator.cli._local import app as local_app
 from dpcurator.cli._query import ledger as ledger_command
 from dpcurator.cli._query import query as query_command
+from dpcurator.cli._release import release as release_command
 from dpcurator.cli._specs import parse_spec, parse_spec_file
 from dpcurator.cli._tour import run_tour
 from dpcurator.errors import DPError, InvalidParameterError, UnsupportedEventError
@@ -53,6 +55,7 @@ app.add_typer(local_app, name="local")
 app.command(name="query")(query_command)
 app.command(name="ledger")(ledger_command)
 app.command(name="audit")(audit_command)
+app.command(name="release")(release_command)
 console = Console()
 
 _ACCOUNTANT_HELP = f"Accountant: one of {', '.join(ACCOUNTANT_NAMES)}, or 'all'."

@@ -413,6 +413,34 @@ class Session:
             )
         return QueryBuilder(self, table)
 
+    def exact(self, table: str, sql: str) -> dict[str, np.ndarray[Any, Any]]:
+        """Run trusted SQL on a declared table's rows, without noise: for the data steward only.
+
+        ``sql`` names the table's rows as ``{rows}``; the result's columns come back as arrays.
+        Nothing is charged and nothing is private: this is the engine the steward's own
+        mechanisms read their true statistics through (the hierarchical releases count every
+        node with it, then add noise), never an answer for an analyst.
+
+        Examples
+        --------
+        >>> import pandas as pd
+        >>> from dpcurator.accounting import Budget
+        >>> from dpcurator.curator import Column, Table
+        >>> rows = pd.DataFrame({"state": ["IL", "IL", "OH"]})
+        >>> table = Table("people", rows, columns=[Column("state")])
+        >>> with Session(table, Budget(1.0), ledger=":memory:") as session:
+        ...     counts = session.exact("people", "SELECT COUNT(*) AS n FROM {rows}")
+        >>> int(counts["n"][0])
+        3
+        """
+        if table not in self._tables:
+            raise InvalidParameterError(
+                "table", table, f"is not declared; declared: {', '.join(sorted(self._tables))}"
+            )
+        with self._lock:
+            result = self._connection.execute(sql.replace("{rows}", self._relations[table]))
+            return dict(result.fetchnumpy())
+
     # -- state ---------------------------------------------------------------------------------
     @property
     def tables(self) -> dict[str, Table]:

@@ -20,16 +20,24 @@ API map
 :func:`load_pet_names`
     Seattle pet licences 2003-2018: 52,519 animals with name, species, breed and ZIP (real
     categorical records for local-DP frequency estimation). CC BY-SA 3.0.
+:func:`load_county_population`
+    US Census Bureau county population estimates, vintage 2019: 3,142 counties with region,
+    division and state (nation > region > division > state > county), 2010 and 2019
+    populations. Public domain.
+:func:`load_midwest`
+    2000 Census population of 437 Midwest counties (IL, IN, MI, OH, WI) by race: five race
+    counts that sum to the total in every row. Public domain.
 :func:`dataset_path`
     Path of a table's Parquet file, for readers other than pandas (DuckDB's ``read_parquet``).
 :data:`DATASETS`
-    The table names: ``("adult", "cps", "flights", "surnames", "pets")``.
+    The table names: ``("adult", "cps", "flights", "surnames", "pets", "county_population",
+    "midwest")``.
 
 Examples
 --------
 >>> from dpcurator.datasets import DATASETS, dataset_path
 >>> DATASETS
-('adult', 'cps', 'flights', 'surnames', 'pets')
+('adult', 'cps', 'flights', 'surnames', 'pets', 'county_population', 'midwest')
 >>> dataset_path("flights").suffix
 '.parquet'
 """
@@ -40,8 +48,10 @@ from dpcurator.datasets._load import (
     DATASETS,
     dataset_path,
     load_adult,
+    load_county_population,
     load_cps,
     load_flights,
+    load_midwest,
     load_pet_names,
     load_surnames,
 )
@@ -50,8 +60,10 @@ __all__ = [
     "DATASETS",
     "dataset_path",
     "load_adult",
+    "load_county_population",
     "load_cps",
     "load_flights",
+    "load_midwest",
     "load_pet_names",
     "load_surnames",
 ]

