@@ -2,38 +2,48 @@
 
 Run in the benchmark environment (Opacus 1.6.0 and torch 2.13.0 installed there):
 
-    .venv-bench/bin/python benchmarks/bench_dpsgd.py [--seeds 3] [--quick]
+    .venv-bench/bin/python benchmarks/bench_dpsgd.py [--seeds 3] [--quick] [--only digits]
 
 For each data set and epsilon in (1, 3, 8) at delta = 1e-5:
 
-* hyper-parameters (lot size, epochs, learning rate; SGD, clipping norm 1) are chosen on a
-  validation split, separately for each library, each calibrating its noise multiplier for the
-  target epsilon with its own default accountant (dpcurator: PLD; Opacus 1.6: PRV), one seed
-  (splits train/validation/test: digits 70/10/20, Adult 60/20/20);
-* the chosen settings are trained ``--seeds`` times and scored on the test split (mean and
-  spread), with training throughput in examples per second (train time only: per-example
-  gradients, clipping, noise, optimizer; no accounting) and seconds per epoch, best of the
-  seeds; Opacus is also timed at dpcurator's settings (same lot size, same steps);
-* for dpcurator's own run (its q, z and number of steps) the epsilon that each accountant
-  reports: dpcurator PLD, dpcurator RDP, Opacus RDP, Opacus PRV (Opacus' default).
+* **Tuning, the same for both libraries.** One grid of hyper-parameters (activation ReLU or
+  tanh, Papernot et al. 2021; DP-SGD or DP-Adam with its learning rate and clipping norm; lot
+  size; epochs), searched separately for each library on the validation split (mean
+  validation accuracy over 2 seeds on digits, 1 on Adult; the test split is never looked at;
+  ties go to the first grid point), each
+  library calibrating its noise multiplier for the target epsilon with its own default
+  accountant (dpcurator: PLD; Opacus 1.6: PRV). Lot sizes are ``ceil(n / k)`` for ``k`` steps
+  per epoch, so that Opacus (whose Poisson rate is ``1 / ceil(n / lot)``) and dpcurator
+  (``lot / n``, ``round(n / lot)`` steps) take the same steps at almost the same rate. Splits
+  train/validation/test: digits 70/10/20, Adult 60/20/20.
+* **Accuracy.** The chosen settings are trained ``--seeds`` times and scored on the test split
+  (mean and spread). dpcurator runs its default secure noise (the exact discrete Gaussian on
+  the grid), from a seeded source for reproducibility.
+* **Throughput**, side by side: at each library's chosen settings, dpcurator (secure noise from
+  the seeded source, secure noise from the OS CSPRNG, which is the default, and the float
+  path) and Opacus are timed in turns, ``--repeats`` rounds, best of each (examples per second
+  of training: per-example gradients, clipping, noise, optimizer, sampling; no accounting).
+* **Accounting**, for dpcurator's own run (its q, z and number of steps): the epsilon that each
+  accountant reports: dpcurator PLD, dpcurator RDP, Opacus RDP, Opacus PRV (Opacus' default).
 
-dpcurator runs with its secure noise (exact discrete Gaussian on a grid, the default) and,
-for the throughput comparison, the float path. Both libraries use Poisson sampling and one torch
-thread (the machine is shared; threads only add contention for a model this small). Hyper-
-parameter tuning on the private training data is not accounted for (as in the figures it is
-compared with). Non-private SGD on the same MLP gives the ceiling. Writes JSON (``--out``).
+Both libraries use Poisson sampling and one torch thread (the machine is shared; threads only
+add contention for a model this small). Hyper-parameter tuning on the private training data is
+not accounted for (as in the figures it is compared with). Non-private SGD on the same MLP gives
+the ceiling. Writes JSON (``--out``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import platform
 import statistics
 import sys
 import time
 import warnings
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,11 +61,28 @@ from dpcurator.accounting import (  # noqa: E402
     dpsgd_noise_multiplier,
 )
 from dpcurator.learn._dpsgd import DPSGD  # noqa: E402
-from dpcurator.noise import InsecureSeededSource  # noqa: E402
+from dpcurator.noise import InsecureSeededSource, RandomSource  # noqa: E402
 
 EPSILONS = (1.0, 3.0, 8.0)
 DELTA = 1e-5
-CLIP = 1.0
+
+
+@dataclass(frozen=True)
+class Settings:
+    """One point of the hyper-parameter grid."""
+
+    activation: str  # "relu" or "tanh"
+    optimizer: str  # "sgd" or "adam"
+    lr: float
+    clip: float
+    lot: int
+    epochs: int
+
+    def label(self) -> str:
+        return (
+            f"{self.activation}, {self.optimizer} lr {self.lr:g}, C {self.clip:g}, lot "
+            f"{self.lot}, {self.epochs} ep"
+        )
 
 
 @dataclass
@@ -68,7 +95,8 @@ class Split:
     X_test: torch.Tensor
     y_test: torch.Tensor
     hidden: int
-    grid: list[tuple[int, int, float]]  # (lot size, epochs, learning rate)
+    grid: list[Settings]
+    tune_seeds: int
 
 
 def split(
@@ -83,13 +111,41 @@ def split(
     return t[0], u[0], t[1], u[1], t[2], u[2]
 
 
+def grid(
+    n: int,
+    optimizers: tuple[tuple[str, float, float], ...],
+    schedules: tuple[tuple[int, int], ...],
+    activations: tuple[str, ...] = ("relu", "tanh"),
+) -> list[Settings]:
+    """All combinations of activation, (optimizer, learning rate, clipping norm), schedule.
+
+    A schedule is (steps per epoch ``k``, epochs), with lot ``ceil(n / k)``.
+    """
+    return [
+        Settings(activation, optimizer, lr, clip, math.ceil(n / k), epochs)
+        for activation in activations
+        for optimizer, lr, clip in optimizers
+        for k, epochs in schedules
+    ]
+
+
 def digits(quick: bool) -> Split:
     from sklearn.datasets import load_digits
 
     X, y = load_digits(return_X_y=True)
-    grid = [(b, e, lr) for b in (128, 256) for e in (20, 40) for lr in (0.5, 1.0)]
     data = split(X / 16.0, y, train=0.7)  # 1,257 / 180 / 360
-    return Split("digits", *data, hidden=64, grid=grid[:2] if quick else grid)
+    n = int(data[0].shape[0])
+    if quick:
+        settings = grid(n, (("sgd", 2.0, 1.0), ("adam", 0.02, 0.2)), ((5, 20),), ("tanh",))
+    else:
+        optimizers = (
+            ("sgd", 0.5, 1.0),
+            ("sgd", 2.0, 1.0),
+            ("adam", 0.01, 0.2),
+            ("adam", 0.02, 0.2),
+        )
+        settings = grid(n, optimizers, ((5, 40), (2, 100)))
+    return Split("digits", *data, hidden=64, grid=settings, tune_seeds=2)
 
 
 def adult(quick: bool) -> Split:
@@ -113,15 +169,25 @@ def adult(quick: bool) -> Split:
         df[["workclass", "marital_status", "occupation", "relationship", "race", "sex"]]
     ).astype(np.float64)
     X = pd.concat([numeric, categorical], axis=1).to_numpy()
-    grid = [(b, e, lr) for b in (512, 1024) for e in (5, 10) for lr in (0.5,)]
-    return Split("adult", *split(X, y), hidden=32, grid=grid[:1] if quick else grid)
+    data = split(X, y)
+    n = int(data[0].shape[0])
+    schedules = ((38, 5),) if quick else ((38, 5), (19, 10))
+    settings = grid(n, (("sgd", 0.5, 1.0),), schedules)
+    return Split("adult", *data, hidden=32, grid=settings[:1] if quick else settings, tune_seeds=1)
 
 
-def mlp(data: Split) -> torch.nn.Module:
+def mlp(data: Split, activation: str) -> torch.nn.Module:
     d_in, classes = int(data.X.shape[1]), int(data.y.max()) + 1
+    act = torch.nn.Tanh() if activation == "tanh" else torch.nn.ReLU()
     return torch.nn.Sequential(
-        torch.nn.Linear(d_in, data.hidden), torch.nn.ReLU(), torch.nn.Linear(data.hidden, classes)
+        torch.nn.Linear(d_in, data.hidden), act, torch.nn.Linear(data.hidden, classes)
     )
+
+
+def optimizer_for(model: torch.nn.Module, settings: Settings) -> torch.optim.Optimizer:
+    if settings.optimizer == "adam":
+        return torch.optim.Adam(model.parameters(), lr=settings.lr)
+    return torch.optim.SGD(model.parameters(), lr=settings.lr)
 
 
 def accuracy(model: torch.nn.Module, X: torch.Tensor, y: torch.Tensor) -> float:
@@ -130,25 +196,30 @@ def accuracy(model: torch.nn.Module, X: torch.Tensor, y: torch.Tensor) -> float:
 
 
 def run_dpcurator(
-    data: Split, settings: tuple[int, int, float], eps: float, seed: int, noise: str = "secure"
+    data: Split,
+    settings: Settings,
+    eps: float,
+    seed: int,
+    *,
+    noise: str = "secure",
+    source: RandomSource | None = None,
 ) -> dict[str, Any]:
-    lot, epochs, lr = settings
     n = int(data.X.shape[0])
-    steps = epochs * max(1, round(n / lot))
-    z = dpsgd_noise_multiplier(eps, DELTA, sampling_rate=lot / n, steps=steps)
+    steps = settings.epochs * max(1, round(n / settings.lot))
+    z = dpsgd_noise_multiplier(eps, DELTA, sampling_rate=settings.lot / n, steps=steps)
     torch.manual_seed(seed)
-    model = mlp(data)
+    model = mlp(data, settings.activation)
     trainer = DPSGD(
         model,
-        torch.optim.SGD(model.parameters(), lr=lr),
+        optimizer_for(model, settings),
         loss_fn=torch.nn.functional.cross_entropy,
-        max_grad_norm=CLIP,
-        batch_size=lot,
-        epochs=epochs,
+        max_grad_norm=settings.clip,
+        batch_size=settings.lot,
+        epochs=settings.epochs,
         noise_multiplier=z,
         delta=DELTA,
         noise=noise,
-        source=InsecureSeededSource(1000 + seed),
+        source=InsecureSeededSource(1000 + seed) if source is None else source,
         progress=False,
     )
     start = time.perf_counter()
@@ -157,28 +228,23 @@ def run_dpcurator(
     return {
         "val": accuracy(model, data.X_val, data.y_val),
         "test": accuracy(model, data.X_test, data.y_test),
-        "seconds": seconds,
-        "epochs": epochs,
-        "n": n,
-        "q": lot / n,
+        "examples_per_s": n * settings.epochs / seconds,
+        "q": settings.lot / n,
         "z": z,
         "steps": trainer.steps_,
         "epsilon": trainer.epsilon_,
     }
 
 
-def run_opacus(
-    data: Split, settings: tuple[int, int, float], eps: float, seed: int
-) -> dict[str, Any]:
-    lot, epochs, lr = settings
+def run_opacus(data: Split, settings: Settings, eps: float, seed: int) -> dict[str, Any]:
     from opacus import PrivacyEngine
 
     n = int(data.X.shape[0])
     torch.manual_seed(seed)
-    model = mlp(data)
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    model = mlp(data, settings.activation)
+    optimizer = optimizer_for(model, settings)
     loader = torch.utils.data.DataLoader(
-        torch.utils.data.TensorDataset(data.X, data.y), batch_size=lot
+        torch.utils.data.TensorDataset(data.X, data.y), batch_size=settings.lot
     )
     engine = PrivacyEngine()  # accountant="prv", Opacus 1.6's default
     model, optimizer, loader = engine.make_private_with_epsilon(
@@ -187,12 +253,12 @@ def run_opacus(
         data_loader=loader,
         target_epsilon=eps,
         target_delta=DELTA,
-        epochs=epochs,
-        max_grad_norm=CLIP,
+        epochs=settings.epochs,
+        max_grad_norm=settings.clip,
     )
     loss_fn = torch.nn.CrossEntropyLoss()
     start = time.perf_counter()
-    for _ in range(epochs):
+    for _ in range(settings.epochs):
         for xb, yb in loader:
             optimizer.zero_grad()
             loss_fn(model(xb), yb).backward()
@@ -201,9 +267,7 @@ def run_opacus(
     return {
         "val": accuracy(model, data.X_val, data.y_val),
         "test": accuracy(model, data.X_test, data.y_test),
-        "seconds": seconds,
-        "epochs": epochs,
-        "n": n,
+        "examples_per_s": n * settings.epochs / seconds,
         "z": optimizer.noise_multiplier,
         "epsilon": engine.get_epsilon(DELTA),
     }
@@ -211,7 +275,7 @@ def run_opacus(
 
 def run_nonprivate(data: Split, seed: int) -> float:
     torch.manual_seed(seed)
-    model = mlp(data)
+    model = mlp(data, "relu")
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
     loss_fn = torch.nn.CrossEntropyLoss()
     n = int(data.X.shape[0])
@@ -223,6 +287,38 @@ def run_nonprivate(data: Split, seed: int) -> float:
             loss_fn(model(data.X[index]), data.y[index]).backward()
             optimizer.step()
     return accuracy(model, data.X_test, data.y_test)
+
+
+Runner = Callable[[Split, Settings, float, int], dict[str, Any]]
+
+
+def tune(runner: Runner, data: Split, eps: float, seeds: int) -> tuple[Settings, float]:
+    """The grid point with the best mean validation accuracy (ties: the first)."""
+    scored = [
+        (statistics.fmean(runner(data, s, eps, 100 + seed)["val"] for seed in range(seeds)), i)
+        for i, s in enumerate(data.grid)
+    ]
+    best_val, index = max(scored, key=lambda pair: (pair[0], -pair[1]))
+    return data.grid[index], best_val
+
+
+def throughput(data: Split, settings: Settings, eps: float, repeats: int) -> dict[str, float]:
+    """Examples per second at the same settings, libraries timed in turns, best of each."""
+    from dpcurator.noise import SecureRandomSource
+
+    runs: dict[str, Callable[[], dict[str, Any]]] = {
+        "dpcurator_secure": lambda: run_dpcurator(data, settings, eps, 0),
+        "dpcurator_secure_os": lambda: run_dpcurator(
+            data, settings, eps, 0, source=SecureRandomSource()
+        ),
+        "dpcurator_float": lambda: run_dpcurator(data, settings, eps, 0, noise="float"),
+        "opacus": lambda: run_opacus(data, settings, eps, 0),
+    }
+    best = dict.fromkeys(runs, 0.0)
+    for _ in range(repeats):
+        for name, run in runs.items():
+            best[name] = max(best[name], run()["examples_per_s"])
+    return best
 
 
 def same_run_epsilons(q: float, z: float, steps: int) -> dict[str, float]:
@@ -249,30 +345,32 @@ def summary(values: list[float]) -> dict[str, float]:
     }
 
 
-def bench(data: Split, seeds: int) -> dict[str, Any]:
-    out: dict[str, Any] = {"n_train": int(data.X.shape[0]), "epsilons": {}}
+def bench(data: Split, seeds: int, repeats: int) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "n_train": int(data.X.shape[0]),
+        "grid": [asdict(s) for s in data.grid],
+        "tune_seeds": data.tune_seeds,
+        "epsilons": {},
+    }
     out["nonprivate"] = summary([run_nonprivate(data, s) for s in range(seeds)])
     print(
-        f"\n{data.name}: n = {out['n_train']}, non-private test accuracy "
-        f"{out['nonprivate']['mean']:.3f}",
+        f"\n{data.name}: n = {out['n_train']}, {len(data.grid)} settings tried per library and "
+        f"epsilon, non-private test accuracy {out['nonprivate']['mean']:.3f}",
         flush=True,
     )
     for eps in EPSILONS:
         row: dict[str, Any] = {}
         for lib, runner in (("dpcurator", run_dpcurator), ("opacus", run_opacus)):
-            tried = [(runner(data, hp, eps, 0)["val"], hp) for hp in data.grid]
-            best = max(tried)[1]
+            best, val = tune(runner, data, eps, data.tune_seeds)
             runs = [runner(data, best, eps, s) for s in range(seeds)]
             row[lib] = {
-                "settings": {"lot": best[0], "epochs": best[1], "lr": best[2]},
+                "settings": asdict(best),
+                "validation": val,
                 "test": summary([r["test"] for r in runs]),
-                "examples_per_s": max(r["n"] * r["epochs"] / r["seconds"] for r in runs),
-                "s_per_epoch": min(r["seconds"] / r["epochs"] for r in runs),
                 "z": runs[0]["z"],
                 "epsilon_reported": runs[0]["epsilon"],
             }
             if lib == "dpcurator":
-                chosen = best
                 first = runs[0]
                 row["same_run"] = {
                     "q": first["q"],
@@ -280,41 +378,43 @@ def bench(data: Split, seeds: int) -> dict[str, Any]:
                     "steps": first["steps"],
                     **same_run_epsilons(first["q"], first["z"], first["steps"]),
                 }
-                floats = [run_dpcurator(data, best, eps, s, noise="float") for s in range(seeds)]
-                row["dpcurator_float"] = {
-                    "test": summary([r["test"] for r in floats]),
-                    "examples_per_s": max(r["n"] * r["epochs"] / r["seconds"] for r in floats),
-                    "s_per_epoch": min(r["seconds"] / r["epochs"] for r in floats),
-                }
-        # Throughput at identical settings: Opacus with dpcurator's chosen lot size and epochs.
-        same = [run_opacus(data, chosen, eps, s) for s in range(seeds)]
-        row["opacus_same_settings"] = {
-            "examples_per_s": max(r["n"] * r["epochs"] / r["seconds"] for r in same),
-            "s_per_epoch": min(r["seconds"] / r["epochs"] for r in same),
-        }
+        chosen = {Settings(**row[lib]["settings"]) for lib in ("dpcurator", "opacus")}
+        row["throughput"] = [
+            {"settings": asdict(s), **throughput(data, s, eps, repeats)}
+            for s in sorted(chosen, key=Settings.label)
+        ]
         out["epsilons"][str(eps)] = row
-        d, o, f, s = row["dpcurator"], row["opacus"], row["dpcurator_float"], row["same_run"]
-        o_same = row["opacus_same_settings"]
+        report(eps, row)
+    return out
+
+
+def report(eps: float, row: dict[str, Any]) -> None:
+    d, o, s = row["dpcurator"], row["opacus"], row["same_run"]
+    print(
+        f"  eps {eps:g}: test acc dpcurator {d['test']['mean']:.3f} ± {d['test']['std']:.3f} "
+        f"({Settings(**d['settings']).label()}; val {d['validation']:.3f}), Opacus "
+        f"{o['test']['mean']:.3f} ± {o['test']['std']:.3f} "
+        f"({Settings(**o['settings']).label()}; val {o['validation']:.3f})\n"
+        f"    same run (q={s['q']:.4f}, z={s['z']:.3f}, {s['steps']} steps): eps "
+        f"dpcurator PLD {s['dpcurator_pld']:.3f}, RDP {s['dpcurator_rdp']:.3f}; "
+        f"Opacus PRV {s['opacus_prv']:.3f}, RDP {s['opacus_rdp']:.3f}",
+        flush=True,
+    )
+    for t in row["throughput"]:
+        ratio = t["dpcurator_secure_os"] / t["opacus"]
         print(
-            f"  eps {eps:g}: test acc dpcurator {d['test']['mean']:.3f} ± {d['test']['std']:.3f} "
-            f"({d['settings']}), Opacus {o['test']['mean']:.3f} ± {o['test']['std']:.3f} "
-            f"({o['settings']})\n"
-            f"    examples/s: dpcurator secure {d['examples_per_s']:.0f} "
-            f"({d['s_per_epoch'] * 1e3:.1f} ms/epoch), float {f['examples_per_s']:.0f}, "
-            f"Opacus {o['examples_per_s']:.0f} ({o['s_per_epoch'] * 1e3:.1f} ms/epoch); at "
-            f"dpcurator's settings Opacus {o_same['examples_per_s']:.0f} "
-            f"({o_same['s_per_epoch'] * 1e3:.1f} ms/epoch)\n"
-            f"    same run (q={s['q']:.4f}, z={s['z']:.3f}, {s['steps']} steps): eps "
-            f"dpcurator PLD {s['dpcurator_pld']:.3f}, RDP {s['dpcurator_rdp']:.3f}; "
-            f"Opacus PRV {s['opacus_prv']:.3f}, RDP {s['opacus_rdp']:.3f}",
+            f"    examples/s at {Settings(**t['settings']).label()}: dpcurator secure "
+            f"{t['dpcurator_secure']:.0f} (OS CSPRNG {t['dpcurator_secure_os']:.0f}), float "
+            f"{t['dpcurator_float']:.0f}, Opacus {t['opacus']:.0f}; default/Opacus "
+            f"{ratio:.2f}x, seeded secure/Opacus {t['dpcurator_secure'] / t['opacus']:.2f}x",
             flush=True,
         )
-    return out
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=3, help="throughput rounds (best of)")
     parser.add_argument("--quick", action="store_true", help="tiny grids (smoke test)")
     parser.add_argument("--only", choices=("digits", "adult"), default=None)
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks/results/dpsgd.json")
@@ -328,15 +428,14 @@ def main() -> int:
         "torch": torch.__version__,
         "opacus": opacus.__version__,
         "delta": DELTA,
-        "clip": CLIP,
         "seeds": args.seeds,
         "data": {},
     }
     for loader in (digits, adult):
-        data = loader(args.quick)
-        if args.only and data.name != args.only:
+        if args.only and loader.__name__ != args.only:
             continue
-        results["data"][data.name] = bench(data, args.seeds)
+        data = loader(args.quick)
+        results["data"][data.name] = bench(data, args.seeds, args.repeats)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2, default=float))
     print(f"\nwrote {args.out}")

@@ -182,7 +182,7 @@ def test_exact_runs_trusted_sql_without_charging(people: pd.DataFrame) -> None:
     expected = people.groupby("state").size()
     assert dict(zip(counts["state"], counts["n"], strict=True)) == expected.to_dict()
     assert session.spent.epsilon == 0.0 and session.ledger.entries() == []
-    with pytest.raises(InvalidParameterError, match="table is not declared.*'nobody'"):
+    with pytest.raises(InvalidParameterError, match=r"table is not declared.*'nobody'"):
         session.exact("nobody", "SELECT 1")
 
 

@@ -22,7 +22,8 @@ from dpcurator.errors import (  # noqa: E402
     InvalidParameterError,
     UnsupportedError,
 )
-from dpcurator.learn._dpsgd import DPSGD  # noqa: E402
+from dpcurator.learn import _dpsgd  # noqa: E402
+from dpcurator.learn._dpsgd import DPSGD, poisson_lots, step_noise  # noqa: E402
 from dpcurator.learn._torch_noise import (  # noqa: E402
     TensorNoise,
     clipped_grid_sum,
@@ -77,8 +78,11 @@ def noise_std_check(samples: np.ndarray, sigma: float) -> bool:
 
 # -- noise -----------------------------------------------------------------------------------
 @pytest.mark.statistical
-@pytest.mark.parametrize("noise", ["secure", "float"])
-def test_noise_on_zeroed_gradients_matches_sigma_c(noise: str) -> None:
+@pytest.mark.parametrize(
+    ("noise", "engine"),
+    [("secure", "linear-stack"), ("float", "linear-stack"), ("secure", "functorch")],
+)
+def test_noise_on_zeroed_gradients_matches_sigma_c(noise: str, engine: str) -> None:
     # Opacus' "zero the signal, measure the noise" test: with zero gradients, SGD with lr = 1
     # moves each parameter by -(noise in grid units) 2**-k / L per step.
     torch.manual_seed(0)
@@ -91,9 +95,11 @@ def test_noise_on_zeroed_gradients_matches_sigma_c(noise: str) -> None:
         batch_size=lot,
         noise_multiplier=z,
         noise=noise,
+        engine=engine,
         optimizer=torch.optim.SGD(model.parameters(), lr=1.0),
         source=InsecureSeededSource(7),
     )
+    assert trainer.engine_ == engine
     X = torch.randn(100, 200)
     y = torch.zeros(100, dtype=torch.long)
     before = torch.cat([p.detach().reshape(-1).clone() for p in model.parameters()])
@@ -122,6 +128,22 @@ def test_secure_noise_stays_on_the_integer_grid_and_float_noise_does_not() -> No
     noisy = TensorNoise("float", source=InsecureSeededSource(1)).sample(2.0**20, 5000)
     assert not bool((noisy == noisy.round()).all())  # floats: off the grid (Jin et al. 2022)
     assert noise_std_check(noisy.numpy(), 2.0**20)
+
+
+@pytest.mark.statistical
+def test_noise_drawn_ahead_for_several_steps_has_the_same_law() -> None:
+    # Blocks of 1 step and of many steps: each vector is N_Z(0, sigma^2) per coordinate.
+    sigma, d, steps = 50.0, 7, 300
+    for coordinates in (1, 2**14):
+        noise = TensorNoise("secure", source=InsecureSeededSource(coordinates))
+        draws = list(step_noise(noise, sigma, d, steps, coordinates=coordinates))
+        assert len(draws) == steps and all(v.shape == (d,) for v in draws)
+        samples = torch.stack(draws).numpy()
+        assert noise_std_check(samples, sigma)
+        assert not noise_std_check(samples, sigma * 1.1)  # negative control
+        # Steps are independent: the correlation of consecutive steps is within 5 / sqrt(N).
+        corr = np.corrcoef(samples[:-1].ravel(), samples[1:].ravel())[0, 1]
+        assert abs(corr) < 5.0 / math.sqrt(samples[1:].size)
 
 
 def test_float_noise_is_reproducible_from_the_source_only() -> None:
@@ -184,10 +206,10 @@ def test_dpsgd_bounds_one_example_of_the_lot() -> None:
     X = torch.randn(10, 4)
     y = torch.randint(0, 3, (10,))
     X[3] *= 1000.0  # an outlier with a huge gradient
-    full = trainer._clipped_sum(X, y)
+    full = trainer._gradient_sum(X, y)
     for j in range(10):
         keep = torch.tensor([i for i in range(10) if i != j])
-        change = full - trainer._clipped_sum(X[keep], y[keep])
+        change = full - trainer._gradient_sum(X[keep], y[keep])
         assert float(torch.linalg.vector_norm(change)) <= trainer.sensitivity_
 
 
@@ -213,6 +235,22 @@ def test_epsilon_equals_the_accounting_layer(accountant: str) -> None:
     assert event.event.sampling_rate == q
     assert isinstance(event.event.event, GaussianEvent)
     assert event.event.event.noise_multiplier >= 0.9
+
+
+def test_epsilon_of_several_fits_equals_the_accounting_layer() -> None:
+    model = torch.nn.Linear(3, 2)
+    trainer = make_trainer(model, batch_size=10, epochs=1, noise_multiplier=1.1)
+    trainer.fit(torch.randn(40, 3), torch.randint(0, 2, (40,)))  # q = 1/4, 4 steps
+    trainer.fit(torch.randn(80, 3), torch.randint(0, 2, (80,)))  # q = 1/8, 8 steps
+    assert [(ph.sampling_rate, ph.steps) for ph in trainer.phases_] == [(0.25, 4), (0.125, 8)]
+    reference = PLDAccountant()
+    for phase in trainer.phases_:
+        reference.compose(phase.event, phase.steps)
+    assert trainer.epsilon_ == pytest.approx(reference.get_epsilon(1e-5), rel=1e-9)
+    event = trainer.privacy_event_
+    assert PLDAccountant().compose(event).get_epsilon(1e-5) == pytest.approx(
+        trainer.epsilon_, rel=1e-9
+    )
 
 
 def test_pld_reports_a_smaller_epsilon_than_rdp_for_the_same_run() -> None:
@@ -252,6 +290,23 @@ def test_a_fit_beyond_the_target_is_refused_before_anything_is_spent() -> None:
 
 
 # -- sampling and reproducibility ------------------------------------------------------------
+@pytest.mark.statistical
+@pytest.mark.parametrize("decisions", [1, 2**22])
+def test_poisson_lots_have_binomial_sizes(decisions: int) -> None:
+    # Lot sizes are Binomial(n, q) whatever the blocking: the mean of S sizes is within 5
+    # standard errors sqrt(n q (1 - q) / S) of n q; every example is as likely to be chosen.
+    n, q, steps = 200, 0.1, 500
+    lots = list(poisson_lots(q, n, steps, source=InsecureSeededSource(3), decisions=decisions))
+    sizes = np.array([len(lot) for lot in lots])
+    standard_error = math.sqrt(n * q * (1 - q) / steps)
+    assert len(lots) == steps
+    assert abs(sizes.mean() - n * q) < 5 * standard_error
+    assert abs(sizes.mean() - n * 0.11) > 5 * standard_error  # negative control: q = 0.11
+    counts = np.bincount(torch.cat(lots).numpy(), minlength=n)  # Binomial(S, q) per example
+    chi2 = float(((counts - steps * q) ** 2 / (steps * q * (1 - q))).sum())
+    assert chi2 < n + 5 * math.sqrt(2 * n)  # chi-square with n degrees of freedom, 5 sd
+
+
 def test_sampling_and_noise_come_from_the_source_not_torch() -> None:
     def run(seed: int, torch_seed: int) -> torch.Tensor:
         torch.manual_seed(0)
@@ -307,6 +362,48 @@ def test_training_on_digits_learns(
     assert trainer.epsilon_ <= 8.0
 
 
+def test_both_engines_train_the_same_model() -> None:
+    def run(engine: str, seed: int) -> torch.Tensor:
+        torch.manual_seed(4)
+        model = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3))
+        trainer = make_trainer(
+            model, batch_size=16, epochs=2, engine=engine, source=InsecureSeededSource(seed)
+        )
+        assert trainer.engine_ == engine
+        generator = torch.Generator().manual_seed(5)
+        X = torch.randn(64, 5, generator=generator)
+        trainer.fit(X, (X[:, 0] > 0).long() + (X[:, 1] > 0).long())
+        return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+
+    # Same source, same draws: the runs differ only where a rounding flips (2**-k C).
+    fast = run("linear-stack", 0)
+    assert torch.allclose(fast, run("functorch", 0), atol=1e-4)
+    assert not torch.allclose(fast, run("linear-stack", 1), atol=1e-4)  # negative control
+
+
+def test_progress_bar_refreshes_epsilon_within_its_accounting_share(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    computed: list[int] = []
+    epsilon_of = DPSGD._epsilon_of
+
+    def counting(self: DPSGD, phases: list[tuple[object, int]], delta: float) -> float:
+        computed.append(sum(count for _, count in phases))
+        return epsilon_of(self, phases, delta)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(DPSGD, "_epsilon_of", counting)
+    monkeypatch.setattr(_dpsgd, "_BAR_ACCOUNTING_SHARE", 0.0)  # accounting is never cheap
+    trainer = make_trainer(torch.nn.Linear(2, 2), batch_size=5, epochs=4, progress=True)
+    trainer.fit(torch.randn(20, 2), torch.randint(0, 2, (20,)))
+    assert computed == [4, 16]  # after the first epoch, then only after the last
+    monkeypatch.setattr(_dpsgd, "_BAR_ACCOUNTING_SHARE", math.inf)
+    computed.clear()
+    make_trainer(torch.nn.Linear(2, 2), batch_size=5, epochs=4, progress=True).fit(
+        torch.randn(20, 2), torch.randint(0, 2, (20,))
+    )
+    assert computed == [4, 8, 12, 16]
+
+
 def test_progress_bar_shows_epsilon(capsys: pytest.CaptureFixture[str]) -> None:
     model = torch.nn.Linear(2, 2)
     trainer = make_trainer(model, batch_size=5, epochs=2, progress=True)
@@ -334,6 +431,7 @@ def test_progress_bar_shows_epsilon(capsys: pytest.CaptureFixture[str]) -> None:
         ({"delta": 1.0}, "delta"),
         ({"accountant": "basic"}, "accountant"),
         ({"noise": "numpy"}, "noise"),
+        ({"engine": "opacus"}, "engine"),
         ({"loss_fn": "cross_entropy"}, "loss_fn"),
         ({"source": 42}, "source"),
     ],

@@ -18,7 +18,8 @@ repairs that without touching privacy (it reads only the noisy counts and public
 - Post-processing on a :class:`Tree` with integer :class:`Domains` (:func:`domains`:
   non-negativity, upper bounds, a public total, fixed nodes, faithfulness windows):
   :func:`postprocess` with ``method`` in :data:`METHODS`: ``"exact"`` (the integer optimum of
-  ``sum w (x - noisy)^2``, warm-started from least squares and proven optimal by an O(N)
+  ``sum w (x - noisy)^2``, warm-started from least squares within the bounds and proven
+  optimal by an O(N)
   certificate), ``"dp"`` (the lectures' dynamic program over convex cost tables), ``"greedy"``
   (lazy greedy descent), ``"least_squares"`` (Hay et al.'s two passes, generalised),
   ``"relaxed"`` (the continuous QP rounded: reports its violations) and ``"topdown"``

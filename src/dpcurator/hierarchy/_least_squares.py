@@ -21,6 +21,10 @@ solution of the weighted least-squares problem above (its Gaussian-elimination o
 belief propagation; ``hierarchy.md`` (b) B6). It is post-processing: no privacy cost. It is
 continuous and may be negative or fractional; it ignores domain bounds other than fixed nodes.
 
+With the bounds, :func:`bounded_least_squares` solves the same problem under
+``lo_v <= x_v <= hi_v`` (the relaxed problem of B5) by the primal-dual active-set method: each
+pass is one run of the two passes above with the nodes at a bound fixed there.
+
 Examples
 --------
 Hay's example (``hierarchy.md`` D3): a parent measured at 0, children at 1 and 0.
@@ -33,15 +37,33 @@ Hay's example (``hierarchy.md`` D3): a parent measured at 0, children at 1 and 0
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Final
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from dpcurator.hierarchy._domains import Domains, check_domains, node_values, node_weights
+from dpcurator.hierarchy._domains import (
+    Domains,
+    as_float_bounds,
+    check_domains,
+    feasible_intervals,
+    node_values,
+    node_weights,
+)
 from dpcurator.hierarchy._tree import Links, Tree
 
-__all__ = ["SubtreeEstimates", "descend_least_squares", "least_squares", "subtree_estimates"]
+__all__ = [
+    "BoundedEstimate",
+    "SubtreeEstimates",
+    "bounded_least_squares",
+    "descend_least_squares",
+    "least_squares",
+    "subtree_estimates",
+]
+
+MAX_ACTIVE_SET_PASSES: Final = 100
+"""Passes of :func:`bounded_least_squares` before it returns unconverged."""
 
 
 @dataclass(frozen=True)
@@ -51,11 +73,13 @@ class SubtreeEstimates:
     Attributes
     ----------
     estimate : numpy.ndarray of float64
-        ``z_v``.
+        ``z_v`` (a fixed node: its value).
     variance : numpy.ndarray of float64
         ``V_v`` in ``[0, inf]`` (0: known exactly; inf: nothing measured).
     child_sum : numpy.ndarray of float64
         ``S_v = sum_{c in ch(v)} z_c`` (0 at leaves).
+    child_spread : numpy.ndarray of float64
+        ``VS_v = sum_{c in ch(v)} V_c`` (0 at leaves).
 
     Examples
     --------
@@ -68,6 +92,7 @@ class SubtreeEstimates:
     estimate: NDArray[np.float64]
     variance: NDArray[np.float64]
     child_sum: NDArray[np.float64]
+    child_spread: NDArray[np.float64]
 
 
 def subtree_estimates(
@@ -98,29 +123,66 @@ def subtree_estimates(
     """
     y = np.asarray(noisy, dtype=np.float64)
     n = tree.n_nodes
-    is_fixed = np.zeros(n, dtype=np.bool_) if fixed is None else fixed
+    pinned = np.zeros(n, dtype=np.bool_) if fixed is None else fixed
     values = np.zeros(n) if fixed_values is None else fixed_values.astype(np.float64)
-    with np.errstate(divide="ignore"):
-        variance = np.where(weights > 0, 1.0 / weights, np.inf)
-    estimate = np.where(weights > 0, y, 0.0)
-    estimate[is_fixed] = values[is_fixed]
-    variance[is_fixed] = 0.0
-    child_sum = np.zeros(n)
-    for links in reversed(tree.links):
-        v = links.parents[~is_fixed[links.parents]]  # a fixed node is known: skip its merge
-        total = links.sum(estimate)
-        spread = links.sum(variance)
-        child_sum[links.parents] = total
-        keep = ~is_fixed[links.parents]
-        total, spread = total[keep], spread[keep]
-        w = weights[v]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            precision = w + 1.0 / spread  # 1/inf = 0; 1/0 = inf: children known exactly
-            combined = (w * y[v] + total / spread) / precision
-            # Exact children, or nothing measured at all: the estimate is the children's sum.
-            estimate[v] = np.where((spread == 0) | (precision == 0), total, combined)
-            variance[v] = np.where(spread == 0, 0.0, 1.0 / precision)
-    return SubtreeEstimates(estimate, variance, child_sum)
+    return _Measurements(tree, y, weights).pinned(pinned, values)[1]
+
+
+@dataclass(frozen=True)
+class _Measurements:
+    """The noisy counts and weights of a tree, for up passes with some nodes pinned.
+
+    ``own_estimate`` and ``own_variance`` start as the leaves' ``(y, 1/w)`` (``(0, inf)``
+    unmeasured); each up pass writes the internal nodes' own estimates over them, and their
+    children's sums into ``child_sum`` and ``child_spread`` (buffers reused from pass to pass).
+    """
+
+    tree: Tree
+    noisy: NDArray[np.float64]
+    weights: NDArray[np.float64]
+    own_estimate: NDArray[np.float64] = field(init=False)
+    own_variance: NDArray[np.float64] = field(init=False)
+    child_sum: NDArray[np.float64] = field(init=False)
+    child_spread: NDArray[np.float64] = field(init=False)
+
+    def __post_init__(self) -> None:
+        measured = self.weights > 0
+        with np.errstate(divide="ignore"):
+            object.__setattr__(self, "own_variance", np.where(measured, 1.0 / self.weights, np.inf))
+        object.__setattr__(self, "own_estimate", np.where(measured, self.noisy, 0.0))
+        object.__setattr__(self, "child_sum", np.zeros(self.tree.n_nodes))  # 0 at leaves
+        object.__setattr__(self, "child_spread", np.zeros(self.tree.n_nodes))
+
+    def pinned(
+        self, pinned: NDArray[np.bool_], values: NDArray[np.float64]
+    ) -> tuple[SubtreeEstimates, SubtreeEstimates]:
+        """Bottom-up, every node's own estimate and the one its parent sees (B6's up pass).
+
+        A node's *own* estimate merges its measurement with its children's as its parent sees
+        them; its parent sees its ``values`` entry (variance 0) where ``pinned``, else its own
+        estimate. Returns ``(own, seen)``, sharing ``child_sum`` and ``child_spread``.
+        """
+        own_estimate, own_variance = self.own_estimate, self.own_variance
+        child_sum, child_spread = self.child_sum, self.child_spread
+        estimate = np.where(pinned, values, own_estimate)  # final at leaves; parents below
+        variance = np.where(pinned, 0.0, own_variance)
+        for links in reversed(self.tree.links):
+            v = links.parents
+            total, spread = links.sum(estimate), links.sum(variance)
+            child_sum[v], child_spread[v] = total, spread
+            w = self.weights[v]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                precision = w + 1.0 / spread  # 1/inf = 0; 1/0 = inf: children known exactly
+                combined = (w * self.noisy[v] + total / spread) / precision
+                # Exact children, or nothing measured at all: the estimate is the children's sum.
+                own_estimate[v] = np.where((spread == 0) | (precision == 0), total, combined)
+                own_variance[v] = np.where(spread == 0, 0.0, 1.0 / precision)
+            estimate[v] = np.where(pinned[v], values[v], own_estimate[v])
+            variance[v] = np.where(pinned[v], 0.0, own_variance[v])
+        return (
+            SubtreeEstimates(own_estimate, own_variance, child_sum, child_spread),
+            SubtreeEstimates(estimate, variance, child_sum, child_spread),
+        )
 
 
 def least_squares(
@@ -193,16 +255,185 @@ def descend_least_squares(tree: Tree, up: SubtreeEstimates, root: float) -> NDAr
     x[0] = root
     for links in tree.links:
         gap = (x[links.parents] - up.child_sum[links.parents])[links.segment]
-        x[links.children] = up.estimate[links.children] + gap * _shares(links, up.variance)
+        shares = _shares(links, up.variance, up.child_spread[links.parents])
+        x[links.children] = up.estimate[links.children] + gap * shares
     return x
 
 
-def _shares(links: Links, variance: NDArray[np.float64]) -> NDArray[np.float64]:
-    """Per child, its share ``V_c / sum V`` of the parent's gap (unmeasured children first)."""
+@dataclass(frozen=True)
+class BoundedEstimate:
+    """The result of :func:`bounded_least_squares`.
+
+    Attributes
+    ----------
+    values : numpy.ndarray of float64
+        Consistent real values; within the domains' feasible intervals (to ``1e-9`` relative)
+        when ``converged``.
+    spread : numpy.ndarray of float64
+        The unbounded subtree variances ``V_v`` of B6 (``inf``: nothing measured), how freely
+        each node absorbs its parent's gap: the rounding's tie-breaker.
+    passes : int
+        Active-set passes run (each one up and one down pass).
+    converged : bool
+        Whether the active set stopped changing: then ``values`` is the bounded optimum.
+    """
+
+    values: NDArray[np.float64]
+    spread: NDArray[np.float64]
+    passes: int
+    converged: bool
+
+
+def bounded_least_squares(
+    tree: Tree,
+    noisy: NDArray[np.float64],
+    weights: NDArray[np.float64],
+    doms: Domains,
+    *,
+    max_passes: int = MAX_ACTIVE_SET_PASSES,
+) -> BoundedEstimate:
+    r"""Return the consistent weighted least-squares estimate within the domains (B5, relaxed).
+
+    .. math:: \min_x \sum_v w_v (x_v - y_v)^2 \quad \text{s.t.} \quad
+              x_v = \sum_{c \in ch(v)} x_c, \quad lo_v \le x_v \le hi_v
+
+    with ``[lo, hi]`` the feasible intervals of ``doms`` (fixed nodes: ``lo = hi``). Primal-dual
+    active set (Hintermüller, Ito, Kunisch, "The primal-dual active set strategy as a
+    semismooth Newton method", SIAM J. Optim. 13(3), 2002): a pass solves the least-squares
+    problem with the nodes of the active set fixed at their bounds (B6's two passes, ``O(n)``),
+    then computes every node's bound multiplier ``mu_v = 2 w_v (x_v - y_v) + nu_v - nu_{p(v)}``
+    from the prices ``nu`` of the consistency equalities (:func:`_prices`). A node joins the set
+    when it leaves its interval and stays while its multiplier pushes against its bound; both
+    tests are one comparison, of the price ``nu_{p(v)}`` its parent offers with its marginal
+    cost at the bound, ``2 (lo_v - z_v) / V_v`` (:func:`_margin`; ``z_v, V_v`` its own subtree
+    estimate, constant at the leaves). A repeated active set satisfies the KKT conditions, so
+    ``values`` is then the optimum of the convex problem. Each pass is ``O(n)``; the count of
+    passes is not bounded by theory, hence ``max_passes``. Where active bounds are redundant
+    (a node and its only child both at a bound) the multipliers are not unique and the sets
+    may cycle; a repeated set stops the passes too, and the result says ``converged=False``
+    (the exact solver only needs a start).
+
+    Parameters
+    ----------
+    tree : Tree
+        The hierarchy.
+    noisy, weights : numpy.ndarray of float64, shape (n_nodes,)
+        Noisy counts and weights ``>= 0`` (validated by the caller).
+    doms : Domains
+        The domains.
+    max_passes : int, optional
+        Passes before returning unconverged (the last pass's consistent values).
+
+    Returns
+    -------
+    BoundedEstimate
+
+    Examples
+    --------
+    The lectures' example D2 with the total fixed to 10: least squares gives ``g2 = -4/3``
+    (module docstring); within the bounds ``g2 = 0`` and the rest is least squares again.
+
+    >>> from dpcurator.hierarchy._domains import domains
+    >>> tree = Tree.from_parents([-1, 0, 0, 1, 1, 2, 2])
+    >>> y = np.array([13.0, 7.0, 8.0, 7.0, -1.0, 2.0, 0.0])
+    >>> found = bounded_least_squares(tree, y, np.ones(7), domains(tree, total=10))
+    >>> (found.values * 7).round(9).tolist(), found.converged
+    ([70.0, 40.0, 30.0, 40.0, 0.0, 22.0, 8.0], True)
+    """
+    low, high = feasible_intervals(tree, doms)
+    lower, upper = as_float_bounds(low), as_float_bounds(high)
+    free = ~doms.fixed()
+    measurements = _Measurements(tree, noisy, weights)
+    internal = np.flatnonzero(~tree.is_leaf)
+    at_lower = np.zeros(tree.n_nodes, dtype=np.bool_)
+    at_upper = np.zeros(tree.n_nodes, dtype=np.bool_)
+    converged = False
+    seen_sets: set[bytes] = set()
+    for passes in range(1, max_passes + 1):
+        pinned = ~free | at_lower | at_upper
+        own, seen = measurements.pinned(pinned, np.where(at_upper, upper, lower))
+        if passes == 1:  # the leaves' margins, 2 w (bound - y), hold for every pass
+            spread = seen.variance
+            lower_margin, upper_margin = _margin(lower, own), _margin(upper, own)
+        else:
+            lower_margin[internal] = _margin(lower, own, internal)
+            upper_margin[internal] = _margin(upper, own, internal)
+        # The price each node's parent offers (above the root: the last node, a leaf, has 0).
+        offered = _prices(measurements, seen, pinned)[tree.parent]
+        next_lower = (offered < lower_margin) & free
+        next_upper = (offered > upper_margin) & free & ~next_lower
+        converged = np.array_equal(next_lower, at_lower) and np.array_equal(next_upper, at_upper)
+        state = np.packbits(np.concatenate([next_lower, next_upper])).tobytes()
+        if converged or state in seen_sets:  # a cycle: see the docstring
+            break
+        seen_sets.add(state)
+        at_lower, at_upper = next_lower, next_upper
+    values = descend_least_squares(tree, seen, float(seen.estimate[0]))
+    inside = _within(values, lower) and _within(-values, -upper)
+    return BoundedEstimate(values, spread, passes, converged=converged and inside)
+
+
+def _margin(
+    bound: NDArray[np.float64],
+    own: SubtreeEstimates,
+    nodes: NDArray[np.int64] | slice = slice(None),
+) -> NDArray[np.float64]:
+    """``2 (bound_v - z_v) / V_v`` at ``nodes``: the marginal cost of a subtree at its bound.
+
+    ``z_v, V_v`` are ``v``'s own estimate (its own bound ignored); NaN where undefined (an
+    unbounded side with nothing measured), which no price crosses.
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        margin = 2.0 * (bound[nodes] - own.estimate[nodes]) / own.variance[nodes]
+    return np.asarray(margin, dtype=np.float64)
+
+
+def _prices(
+    measurements: _Measurements, seen: SubtreeEstimates, pinned: NDArray[np.bool_]
+) -> NDArray[np.float64]:
+    """Per internal node ``v``, the price ``nu_v`` of one more unit among its children.
+
+    Top-down: ``v`` takes its pinned value, or ``z_v + V_v nu_{p(v)} / 2`` (B6's down pass),
+    and ``nu_v = 2 (x_v - S_v) / VS_v``, the common marginal cost of its free children (0 if one
+    is unmeasured). Where every child is pinned (``VS_v = 0``) the children give no price and
+    ``v``'s own stationarity does: ``nu_v = nu_{p(v)} - 2 w_v (x_v - y_v)`` (``nu = 0`` above
+    the root).
+    """
+    tree, w, y = measurements.tree, measurements.weights, measurements.noisy
+    own_estimate, own_variance = measurements.own_estimate, measurements.own_variance
+    price = np.zeros(tree.n_nodes)
+    for links in tree.links:
+        v = links.parents
+        above = price[tree.parent[v]] if v[0] else np.zeros(1)
+        with np.errstate(invalid="ignore"):  # inf * 0: an unmeasured node takes no price
+            moved = own_estimate[v] + own_variance[v] * above / 2.0
+        x = np.where(pinned[v] | np.isnan(moved), seen.estimate[v], moved)
+        spread = seen.child_spread[v]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            from_children = np.where(np.isinf(spread), 0.0, 2.0 * (x - seen.child_sum[v]) / spread)
+        price[v] = np.where(spread > 0, from_children, above - 2.0 * w[v] * (x - y[v]))
+    return price
+
+
+def _within(values: NDArray[np.float64], lower: NDArray[np.float64]) -> bool:
+    """Whether ``values >= lower`` up to ``1e-9`` relative (infinite bounds hold)."""
+    return bool(np.all(values >= lower - 1e-9 * np.maximum(1.0, np.abs(lower))))
+
+
+def _shares(
+    links: Links, variance: NDArray[np.float64], spread: NDArray[np.float64]
+) -> NDArray[np.float64]:
+    """Per child, its share ``V_c / VS`` of the parent's gap (unmeasured children first).
+
+    ``spread`` is ``VS``, per parent, the sum of its children's variances.
+    """
     block = variance[links.children]
-    spread = links.sum(variance)[links.segment]
+    if np.all(np.isfinite(spread)):  # every child measured: plain ratios
+        with np.errstate(divide="ignore"):
+            inverse = np.where(spread > 0, 1.0 / spread, 0.0)
+        return block * inverse[links.segment]
     unmeasured = np.isinf(block)
     count = np.add.reduceat(unmeasured.astype(np.int64), links.offsets)[links.segment]
     with np.errstate(invalid="ignore", divide="ignore"):
-        ratio = np.where(spread > 0, block / spread, 0.0)
+        ratio = np.where(spread[links.segment] > 0, block / spread[links.segment], 0.0)
         return np.where(count > 0, unmeasured / np.maximum(count, 1), ratio)

@@ -143,6 +143,7 @@ def descend(
     low: NDArray[np.int64],
     high: NDArray[np.int64],
     root: int,
+    shift: bool = True,
 ) -> NDArray[np.int64]:
     r"""Fill the tree top-down with integers: bounded least-squares shift, then rounding.
 
@@ -151,6 +152,9 @@ def descend(
     the targets onto the parent's sum in the metric ``1/s``), then integers: ``floor(x_c)``, and
     the parent's remaining units one at a time to the children with the largest
     ``(2 frac_c - 1) / s_c`` (largest remainder when spreads are equal), within the bounds.
+    Targets that are already consistent and within the bounds (a bounded least-squares
+    estimate) need no shift: ``shift=False`` rounds them directly, the units a parent's
+    rounding adds or removes going by the same rule.
 
     Parameters
     ----------
@@ -165,11 +169,13 @@ def descend(
         intervals), with :data:`~dpcurator.hierarchy._domains.UNBOUNDED` sentinels.
     root : int
         The root's value, inside its interval.
+    shift : bool, default True
+        Whether to shift the targets to each parent's integer value before rounding.
 
     Returns
     -------
     numpy.ndarray of int64
-        Consistent and within ``[low, high]``.
+        Consistent and within ``[low, high]`` (either way).
 
     Examples
     --------
@@ -177,6 +183,9 @@ def descend(
     >>> low, high = np.zeros(4, dtype=np.int64), np.full(4, 9, dtype=np.int64)
     >>> descend(tree, np.array([0, 1.6, 1.6, 0.2]), np.ones(4), low=low, high=high, root=4)
     array([4, 2, 2, 0])
+    >>> descend(tree, np.array([4, 1.6, 1.6, 0.8]), np.ones(4), low=low, high=high, root=4,
+    ...         shift=False)
+    array([4, 2, 1, 1])
     """
     finite_spread = spread[np.isfinite(spread)]
     absorbing = 1e9 * max(1.0, float(finite_spread.max()) if finite_spread.size else 1.0)
@@ -189,7 +198,10 @@ def descend(
         c = links.children
         block = _Children(links, target[c], s[c], lo[c], hi[c], low[c], high[c])
         totals = x[links.parents]
-        continuous = _bounded_shift(block, totals.astype(np.float64))
+        if shift:
+            continuous = _bounded_shift(block, totals.astype(np.float64))
+        else:
+            continuous = np.clip(block.target, block.lo, block.hi)
         x[c] = _round_to_totals(block, continuous, totals)
     return x
 

@@ -5,15 +5,18 @@ them with the DP-SGD algorithm of Abadi et al. (CCS 2016), research note E.3. Ea
 
 1. draws a Poisson sample: every example joins the lot independently with probability
    ``q = L / n`` (``L`` the expected lot size ``batch_size``), the decisions coming from
-   :func:`dpcurator.noise.bernoulli` (exact, from the secure source by default);
-2. computes per-example gradients with ``torch.func`` (``functional_call`` + ``vmap`` + ``grad``);
-3. clips each to L2 norm ``C`` (``max_grad_norm``, flat over all parameters), rounds it to the
-   public grid ``2**-k`` and sums exactly (:func:`~dpcurator.learn._torch_noise.clipped_grid_sum`);
-4. adds Gaussian-type noise of standard deviation ``sigma = z * Delta`` in grid units
-   (``z`` the noise multiplier, ``Delta ~= C 2**k`` the grid sensitivity) and divides by the
-   *expected* lot size ``L`` (fixed denominator):
+   :func:`dpcurator.noise.bernoulli` (exact, from the secure source by default; one call per
+   epoch);
+2. computes per-example gradients, clips each to L2 norm ``C`` (``max_grad_norm``, flat over all
+   parameters), rounds it to the public grid ``2**-k`` and sums exactly
+   (:mod:`dpcurator.learn._per_example`: for a stack of ``nn.Linear`` layers and row-wise
+   activations from the factors of the outer products, otherwise with ``torch.func``);
+3. adds Gaussian-type noise of standard deviation ``sigma = z * Delta`` in grid units
+   (``z`` the noise multiplier, ``Delta ~= C 2**k`` the grid sensitivity), drawn for several
+   steps per sampler call (the noise does not depend on the data, so drawing it ahead changes
+   nothing in its law), and divides by the *expected* lot size ``L`` (fixed denominator):
    :math:`\tilde g = 2^{-k}(\sum_{i \in \text{lot}} \mathrm{round}(2^k \bar g_i) + Z) / L`;
-5. hands ``\tilde g`` to the wrapped optimizer as the gradient. With ``torch.optim.SGD`` this is
+4. hands ``\tilde g`` to the wrapped optimizer as the gradient. With ``torch.optim.SGD`` this is
    DP-SGD; with ``torch.optim.Adam`` it is DP-Adam (Adam's moments are post-processing of the
    private gradients, so the guarantee is the same).
 
@@ -79,7 +82,8 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,7 +91,6 @@ import numpy as np
 import torch
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from torch import nn
-from torch.func import functional_call, grad, vmap
 
 from dpcurator._validation import check_delta, check_epsilon, check_integer, check_positive
 from dpcurator.accounting import (
@@ -100,13 +103,8 @@ from dpcurator.accounting import (
     make_accountant,
 )
 from dpcurator.errors import BudgetExceededError, InvalidParameterError, UnsupportedError
-from dpcurator.learn._torch_noise import (
-    NOISE_MODES,
-    TensorNoise,
-    clipped_grid_sum,
-    grid_bits,
-    grid_sensitivity,
-)
+from dpcurator.learn._per_example import GRADIENT_ENGINES, make_gradient_sum
+from dpcurator.learn._torch_noise import NOISE_MODES, TensorNoise, grid_bits, grid_sensitivity
 from dpcurator.noise import RandomSource, bernoulli
 
 __all__ = ["DPSGD", "DPSGD_ACCOUNTANTS", "TrainingPhase"]
@@ -115,6 +113,15 @@ DPSGD_ACCOUNTANTS = ("pld", "rdp")
 """Accountants that certify DP-SGD (both account the Poisson-sampled Gaussian)."""
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+NOISE_BLOCK_COORDINATES = 2**14
+"""Noise is drawn for ``max(1, 2**14 // d)`` steps per sampler call (fewer calls, same law)."""
+
+SAMPLING_BLOCK_DECISIONS = 2**22
+"""Poisson sampling draws ``max(1, 2**22 // n)`` steps' membership bits per sampler call."""
+
+_BAR_ACCOUNTING_SHARE = 0.25
+"""The progress bar refreshes epsilon while accounting took at most this share of training."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,7 +222,13 @@ class DPSGD:
         Randomness for sampling and noise (the OS CSPRNG by default).
     progress : bool, optional
         Show a rich progress bar per epoch with the epsilon spent; default: when stdout is a
-        terminal.
+        terminal. Epsilon is refreshed after an epoch while the accounting has taken at most a
+        quarter of the training time (PLD accounting is not free), and always after the last.
+    engine : {"auto", "functorch", "linear-stack"}, default "auto"
+        How per-example gradients are computed (:func:`~dpcurator.learn._per_example.
+        make_gradient_sum`): ``"auto"`` takes the fast linear-stack engine for an
+        ``nn.Sequential`` of ``nn.Linear`` layers and row-wise activations, ``torch.func``
+        otherwise. Both have the same sensitivity.
 
     Attributes
     ----------
@@ -229,6 +242,8 @@ class DPSGD:
         ``Delta`` in grid units (:func:`~dpcurator.learn._torch_noise.grid_sensitivity`).
     sigma_ : float
         Noise parameter in grid units, ``z * Delta``.
+    engine_ : str
+        The per-example gradient engine in use (``"linear-stack"`` or ``"functorch"``).
     steps_ : int
         Steps taken in all.
     phases_ : list of TrainingPhase
@@ -271,6 +286,7 @@ class DPSGD:
         noise: str = "secure",
         source: RandomSource | None = None,
         progress: bool | None = None,
+        engine: str = "auto",
     ) -> None:
         self.model = check_module(model)
         if not isinstance(optimizer, torch.optim.Optimizer):
@@ -318,59 +334,32 @@ class DPSGD:
         self.noise = noise
         self.source = self._noise.source
         self.progress = progress
-        self._names = [name for name, p in model.named_parameters() if p.requires_grad]
-        self._params = [p for _, p in model.named_parameters() if p.requires_grad]
+        if engine not in GRADIENT_ENGINES:
+            raise InvalidParameterError("engine", engine, f"must be one of {GRADIENT_ENGINES}")
+        self._params = [p for p in model.parameters() if p.requires_grad]
         self.dimension_ = sum(p.numel() for p in self._params)
         self.grid_bits_ = grid_bits(self.max_grad_norm, self.dimension_)
         self.sensitivity_ = grid_sensitivity(self.max_grad_norm, self.dimension_, self.grid_bits_)
+        self._gradient_sum = make_gradient_sum(
+            model, loss_fn, clip_norm=self.max_grad_norm, bits=self.grid_bits_, engine=engine
+        )
+        self.engine_ = self._gradient_sum.name
         self.phases_: list[TrainingPhase] = []
         self.steps_ = 0
         self._epsilon_cache: dict[tuple[int, float], float] = {}
-        self._per_example = self._make_per_example_grads()
-
-    # -- per-example gradients ------------------------------------------------------------
-    def _make_per_example_grads(self) -> Callable[..., dict[str, torch.Tensor]]:
-        model, loss_fn = self.model, self.loss_fn
-
-        def loss_one(
-            params: dict[str, torch.Tensor],
-            buffers: dict[str, torch.Tensor],
-            x: torch.Tensor,
-            target: torch.Tensor,
-        ) -> torch.Tensor:
-            out = functional_call(model, (params, buffers), (x.unsqueeze(0),))
-            return loss_fn(out, target.unsqueeze(0))
-
-        per_example: Callable[..., dict[str, torch.Tensor]] = vmap(
-            grad(loss_one), in_dims=(None, None, 0, 0), randomness="different"
-        )
-        return per_example
-
-    def _clipped_sum(self, x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        """Integer-valued float64 sum of the lot's clipped, rounded gradients (grid units)."""
-        if x.shape[0] == 0:
-            return torch.zeros(self.dimension_, dtype=torch.float64)
-        params = {name: p.detach() for name, p in zip(self._names, self._params, strict=True)}
-        buffers = {name: b.detach() for name, b in self.model.named_buffers()}
-        grads = self._per_example(params, buffers, x, target)
-        parts = [grads[name] for name in self._names]
-        return clipped_grid_sum(
-            parts, clip_norm=self.max_grad_norm, bits=self.grid_bits_, overwrite=True
-        )
 
     # -- one step -------------------------------------------------------------------------
     def _step(
-        self, X: torch.Tensor, y: torch.Tensor, rate: float, sigma: float, lot: float
+        self, x: torch.Tensor, target: torch.Tensor, noise: torch.Tensor, scale: float
     ) -> None:
-        chosen = bernoulli(rate, size=int(X.shape[0]), source=self.source)
-        index = torch.from_numpy(np.flatnonzero(chosen))
-        total = self._clipped_sum(X[index], y[index])
-        total += self._noise.sample(sigma, self.dimension_)
-        total *= math.ldexp(1.0, -self.grid_bits_) / lot
+        """Apply one update from the lot ``(x, target)`` and its noise (grid units)."""
+        total = self._gradient_sum(x, target)
+        total += noise
+        total *= scale
         start = 0
         for p in self._params:
             size = p.numel()
-            p.grad = total[start : start + size].reshape(p.shape).to(p.dtype)
+            p.grad = total[start : start + size].view(p.shape).to(p.dtype)
             start += size
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
@@ -508,16 +497,125 @@ class DPSGD:
         phase_index = len(self.phases_)
         self.phases_.append(TrainingPhase(rate, z, 0, event))
         self.model.train()
+        noise = step_noise(self._noise, sigma, self.dimension_, steps)
+        scale = math.ldexp(1.0, -self.grid_bits_) / lot
+        trained = accounted = 0.0
+        share = _BAR_ACCOUNTING_SHARE
+        shown: tuple[float, int] | None = None  # the epsilon on the bar and its epoch
         with _Bar(self.epochs, "DP-SGD epoch", self.progress) as bar:
-            for _ in range(self.epochs):
-                for _ in range(steps_per_epoch):
-                    self._step(features, targets, rate, sigma, lot)
+            for epoch in range(1, self.epochs + 1):
+                start = time.perf_counter()
+                for index in poisson_lots(rate, n, steps_per_epoch, source=self.source):
+                    self._step(features[index], targets[index], next(noise), scale)
                     self.steps_ += 1
                     self.phases_[phase_index] = TrainingPhase(
                         rate, z, self.phases_[phase_index].steps + 1, event
                     )
-                bar.advance(self.epsilon() if bar.shown else None, self.delta)
+                trained += time.perf_counter() - start
+                if bar.shown:
+                    if shown is None or epoch == self.epochs or accounted <= share * trained:
+                        start = time.perf_counter()
+                        shown = (self.epsilon(), epoch)
+                        accounted += time.perf_counter() - start
+                    stale = "" if shown[1] == epoch else f" (after epoch {shown[1]})"
+                    bar.advance(shown[0], self.delta, note=stale)
         return self
+
+
+def poisson_lots(
+    rate: float,
+    n: int,
+    steps: int,
+    *,
+    source: RandomSource,
+    decisions: int = SAMPLING_BLOCK_DECISIONS,
+) -> Iterator[torch.Tensor]:
+    """Yield the indices of ``steps`` Poisson lots: each example joins with probability ``rate``.
+
+    The membership bits are exact Bernoulli draws (:func:`dpcurator.noise.bernoulli`), drawn
+    for ``max(1, decisions // n)`` steps per call (bounded memory, fewer calls), independent
+    across examples and steps.
+
+    Parameters
+    ----------
+    rate : float
+        The sampling rate ``q`` (its exact dyadic value).
+    n : int
+        Number of examples.
+    steps : int
+        Number of lots.
+    source : RandomSource
+        Where the bits come from.
+    decisions : int, default 2**22
+        Target number of membership bits per sampler call.
+
+    Yields
+    ------
+    torch.Tensor
+        The sorted indices (int64) of one lot.
+
+    Examples
+    --------
+    >>> from dpcurator.noise import InsecureSeededSource
+    >>> lots = list(poisson_lots(0.5, 10, 3, source=InsecureSeededSource(0)))
+    >>> len(lots), all(0 <= int(i) < 10 for lot in lots for i in lot)
+    (3, True)
+    """
+    per_call = max(1, decisions // max(1, n))
+    done = 0
+    while done < steps:
+        count = min(per_call, steps - done)
+        for chosen in bernoulli(rate, size=(count, n), source=source):
+            yield torch.from_numpy(np.flatnonzero(chosen))
+        done += count
+
+
+def step_noise(
+    noise: TensorNoise,
+    sigma: float,
+    dimension: int,
+    steps: int,
+    *,
+    coordinates: int = NOISE_BLOCK_COORDINATES,
+) -> Iterator[torch.Tensor]:
+    """Yield ``steps`` independent noise vectors, drawing several steps per sampler call.
+
+    Each call of :meth:`TensorNoise.sample` draws ``max(1, coordinates // dimension)`` steps'
+    worth (never more than the steps left), which amortises the sampler's fixed cost on small
+    models. The vectors are independent with the sampler's law whatever the blocking, and none
+    of them depends on the data.
+
+    Parameters
+    ----------
+    noise : TensorNoise
+        The sampler (secure or float).
+    sigma : float
+        Noise parameter in grid units.
+    dimension : int
+        Coordinates per step.
+    steps : int
+        How many vectors to yield.
+    coordinates : int, default 2**14
+        Target number of coordinates per sampler call.
+
+    Yields
+    ------
+    torch.Tensor
+        Shape ``(dimension,)``, float64.
+
+    Examples
+    --------
+    >>> from dpcurator.noise import InsecureSeededSource
+    >>> draws = step_noise(TensorNoise("secure", source=InsecureSeededSource(0)), 4.0, 3, 5)
+    >>> [tuple(v.shape) for v in draws]
+    [(3,), (3,), (3,), (3,), (3,)]
+    """
+    per_call = max(1, coordinates // dimension)
+    done = 0
+    while done < steps:
+        count = min(per_call, steps - done)
+        yield from noise.sample(sigma, count * dimension).view(count, dimension)
+        done += count
 
 
 class _Bar:
@@ -550,8 +648,8 @@ class _Bar:
         if self._progress is not None:
             self._progress.stop()
 
-    def advance(self, epsilon: float | None, delta: float | None) -> None:
-        """Advance by one and show ``epsilon`` at ``delta`` (or a dash)."""
+    def advance(self, epsilon: float | None, delta: float | None, *, note: str = "") -> None:
+        """Advance by one and show ``epsilon`` at ``delta`` (or a dash), then ``note``."""
         if self._progress is not None:
-            text = "-" if epsilon is None else f"{epsilon:.3f} at δ = {delta:g}"
+            text = "-" if epsilon is None else f"{epsilon:.3f} at δ = {delta:g}{note}"
             self._progress.update(self._task, advance=1, epsilon=text)
