@@ -3,7 +3,10 @@
 Run with the benchmark environment (dpcurator editable, scikit-learn 1.9.1):
 
     .venv-bench/bin/python benchmarks/bench_learn_erm.py [--seeds 20] [--tune-seeds 5]
-        [--datasets breast_cancer,digits,adult] [--diffprivlib-python PATH] [--out PATH]
+        [--datasets breast_cancer,digits,adult] [--methods objective,output,gradient]
+        [--diffprivlib-python PATH] [--out PATH]
+
+A quick look while developing: ``--seeds 3 --tune-seeds 1 --datasets breast_cancer``.
 
 diffprivlib 0.6.6 does not import under scikit-learn 1.9 (it imports ``sklearn.tree._tree.DOUBLE``
 and passes ``multi_class`` to ``LogisticRegression``), so it runs in its own environment,
@@ -25,18 +28,26 @@ Protocol, the same for every library:
   Breast cancer's columns come in three documented groups (mean, standard error and "worst" of
   10 nucleus measurements): tuning may use all 30 columns, the means or the "worst" values
   (rows re-normalised after the choice), for every library alike.
-- One fixed stratified split: 80% train, 20% test. Hyper-parameters (the regularisation; for
-  diffprivlib its ``C``, the same grid ``C = 1/(alpha n)``; the column group) are chosen per
-  epsilon on a
-  validation split of the training part (75/25), averaging ``--tune-seeds`` noise seeds. The
-  test split is never used for tuning. This tuning is not private (its cost is not counted for
-  any library; :class:`dpcurator.learn.DPModelSelector` is the private alternative).
+- One fixed stratified split: 80% train, 20% test. Hyper-parameters are chosen per epsilon on
+  a validation split of the training part (75/25), averaging ``--tune-seeds`` noise seeds: for
+  every library the column group and the regularisation (``alpha`` in ``ALPHAS``; for
+  diffprivlib its ``C``, the same grid ``C = 1/(alpha n)``); for dpcurator also the intercept
+  column's value (``INTERCEPT_SCALINGS``) and, for ``method="gradient"``, the number of steps
+  (``GRADIENT_STEPS``) and the clipping norm (``CLIP_NORMS``), with ``alpha = 1e-4`` and the
+  intercept column at ``GRADIENT_INTERCEPT_SCALING``. The test
+  split is never used for tuning. This tuning is not private (its cost is not counted for any
+  library; :class:`dpcurator.learn.DPModelSelector` is the private alternative).
 - Then ``--seeds`` fits with fresh noise on the whole training part; test accuracy mean, std,
   min and max. The non-private ceiling is scikit-learn's ``LogisticRegression`` on the same
   features, ``C`` tuned on the same validation split.
-- dpcurator: ``DPLogisticRegression`` with ``method="objective"`` and ``"output"``, pure DP
-  (Laplace-type noise, like diffprivlib's vector mechanism) and (epsilon, 1e-5)-DP
-  (Gaussian-type noise). All replace-one neighbours, like diffprivlib.
+- dpcurator: ``DPLogisticRegression`` (multinomial for digits: one model, one budget) with
+  ``method="objective"`` and ``"output"``, pure DP (Laplace-type noise, like diffprivlib's
+  vector mechanism) and (epsilon, 1e-5)-DP (Gaussian-type noise), and ``method="gradient"``
+  (noisy full-batch gradient descent, (epsilon, 1e-5)-DP by the PLD accountant), under
+  replace-one neighbours like diffprivlib; and objective (pure) and gradient perturbation under
+  add/remove neighbours (``neighbours="add_remove"``, the relation of DP-SGD and Opacus: half
+  the sensitivity, and a noisy row count released inside the same budget). The table labels
+  every row pure or delta=1e-5, and add/remove where it applies.
 
 Prints a table and writes JSON (``--out``, default ``benchmarks/results/learn_erm.json``).
 """
@@ -58,7 +69,11 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 EPSILONS = (0.1, 0.5, 1.0, 2.0, 5.0)
-ALPHAS = (0.001, 0.003, 0.01, 0.03, 0.1)
+ALPHAS = (0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0)
+INTERCEPT_SCALINGS = (1.0, 0.3)
+GRADIENT_STEPS = (30, 100)
+CLIP_NORMS = (0.3, 1.0)
+GRADIENT_INTERCEPT_SCALING = 0.3
 DELTA = 1e-5
 DEFAULT_PEER = HERE.parent / ".venv-peers" / "diffprivlib" / "bin" / "python"
 
@@ -109,7 +124,7 @@ def _worker(path_in: str, path_out: str) -> None:
 
 
 def _summary(
-    accs: list[float], alpha: float, subset: str, validation: float, seconds: float
+    accs: list[float], params: Any, subset: str, validation: float, seconds: float
 ) -> dict[str, Any]:
     a = np.asarray(accs, dtype=float)
     return {
@@ -117,7 +132,7 @@ def _summary(
         "std": float(a.std()),
         "min": float(a.min()),
         "max": float(a.max()),
-        "alpha": alpha,
+        "params": params,
         "features": subset,
         "validation": validation,
         "fit_seconds": seconds,
@@ -228,25 +243,47 @@ def splits(X: np.ndarray, y: np.ndarray) -> dict[str, np.ndarray]:
 # dpcurator and the ceiling
 
 
+def _grid(method: str) -> list[dict[str, Any]]:
+    """Hyper-parameter candidates of one dpcurator method (tuned on the validation split)."""
+    if method == "gradient":
+        return [
+            {
+                "alpha": 1e-4,
+                "gradient_steps": steps,
+                "max_grad_norm": clip,
+                "intercept_scaling": GRADIENT_INTERCEPT_SCALING,
+            }
+            for steps in GRADIENT_STEPS
+            for clip in CLIP_NORMS
+        ]
+    return [
+        {"alpha": alpha, "intercept_scaling": scaling}
+        for alpha in ALPHAS
+        for scaling in INTERCEPT_SCALINGS
+    ]
+
+
 def run_dpcurator(
     data: dict[str, np.ndarray],
     subsets: dict[str, list[int]],
     *,
     method: str,
     delta: float,
+    neighbours: str,
     seeds: int,
     tune_seeds: int,
 ) -> dict[str, Any]:
     from dpcurator.learn import DPLogisticRegression
     from dpcurator.noise import InsecureSeededSource
 
-    def fit(X: np.ndarray, y: np.ndarray, eps: float, alpha: float, seed: int) -> Any:
+    def fit(X: np.ndarray, y: np.ndarray, eps: float, params: dict[str, Any], seed: int) -> Any:
         model = DPLogisticRegression(
             epsilon=eps,
             delta=delta,
             method=method,
-            alpha=alpha,
+            neighbours=neighbours,
             source=InsecureSeededSource(seed),
+            **params,
         )
         return model.fit(X, y)
 
@@ -255,22 +292,22 @@ def run_dpcurator(
     for eps in EPSILONS:
         best = None
         for subset, v in views.items():
-            for alpha in ALPHAS:
+            for params in _grid(method):
                 scores = [
-                    fit(v["X_fit"], v["y_fit"], eps, alpha, seed).score(v["X_val"], v["y_val"])
+                    fit(v["X_fit"], v["y_fit"], eps, params, seed).score(v["X_val"], v["y_val"])
                     for seed in range(tune_seeds)
                 ]
                 if best is None or np.mean(scores) > best[0]:
-                    best = (float(np.mean(scores)), alpha, subset)
+                    best = (float(np.mean(scores)), params, subset)
         assert best is not None
-        _, alpha, subset = best
+        _, params, subset = best
         v = views[subset]
         accs, start = [], time.perf_counter()
         for seed in range(seeds):
-            model = fit(v["X_train"], v["y_train"], eps, alpha, 1000 + seed)
+            model = fit(v["X_train"], v["y_train"], eps, params, 1000 + seed)
             accs.append(model.score(v["X_test"], v["y_test"]))
         seconds = (time.perf_counter() - start) / seeds
-        out[str(eps)] = _summary(accs, alpha, subset, best[0], seconds)
+        out[str(eps)] = _summary(accs, params, subset, best[0], seconds)
     return out
 
 
@@ -326,10 +363,13 @@ def run_diffprivlib(
 
 
 METHODS = (
-    ("dpcurator objective, pure", "objective", 0.0),
-    ("dpcurator output, pure", "output", 0.0),
-    ("dpcurator objective, delta=1e-5", "objective", DELTA),
-    ("dpcurator output, delta=1e-5", "output", DELTA),
+    ("dpcurator objective, pure", "objective", 0.0, "replace_one"),
+    ("dpcurator output, pure", "output", 0.0, "replace_one"),
+    ("dpcurator objective, delta=1e-5", "objective", DELTA, "replace_one"),
+    ("dpcurator output, delta=1e-5", "output", DELTA, "replace_one"),
+    ("dpcurator gradient, delta=1e-5", "gradient", DELTA, "replace_one"),
+    ("dpcurator objective, pure, add/remove", "objective", 0.0, "add_remove"),
+    ("dpcurator gradient, delta=1e-5, add/remove", "gradient", DELTA, "add_remove"),
 )
 
 
@@ -340,13 +380,19 @@ def _table(results: dict[str, Any]) -> None:
             f"d={entry['features']}, classes={entry['classes']}, "
             f"non-private ceiling {entry['ceiling']['accuracy']:.3f}"
         )
-        header = "  " + f"{'method':34s}" + "".join(f"{'eps=' + str(e):>16s}" for e in EPSILONS)
-        print(header)
+        print("| method | " + " | ".join(f"eps={e}" for e in EPSILONS) + " |")
+        print("| --- |" + " ---: |" * len(EPSILONS))
+        ceiling = entry["ceiling"]["accuracy"]
+        print(
+            "| non-private (scikit-learn) | "
+            + " | ".join([f"{ceiling:.3f}"] * len(EPSILONS))
+            + " |"
+        )
         for label, by_eps in entry["methods"].items():
-            cells = "".join(
-                f"{by_eps[str(e)]['mean']:>9.3f} ±{by_eps[str(e)]['std']:.3f}" for e in EPSILONS
+            cells = " | ".join(
+                f"{by_eps[str(e)]['mean']:.3f} ± {by_eps[str(e)]['std']:.3f}" for e in EPSILONS
             )
-            print(f"  {label:34s}{cells}")
+            print(f"| {label} | {cells} |")
 
 
 def main() -> int:
@@ -355,6 +401,11 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--tune-seeds", type=int, default=5)
     parser.add_argument("--datasets", default="breast_cancer,digits,adult")
+    parser.add_argument(
+        "--methods",
+        default="objective,output,gradient",
+        help="comma-separated dpcurator methods to run (objective, output, gradient)",
+    )
     parser.add_argument("--diffprivlib-python", type=Path, default=DEFAULT_PEER)
     parser.add_argument("--out", type=Path, default=HERE / "results" / "learn_erm.json")
     args = parser.parse_args()
@@ -386,13 +437,15 @@ def main() -> int:
             "ceiling": run_ceiling(data, subsets),
             "methods": {},
         }
-        for label, method, delta in METHODS:
+        chosen = set(args.methods.split(","))
+        for label, method, delta, neighbours in (m for m in METHODS if m[1] in chosen):
             start = time.perf_counter()
             entry["methods"][label] = run_dpcurator(
                 data,
                 subsets,
                 method=method,
                 delta=delta,
+                neighbours=neighbours,
                 seeds=args.seeds,
                 tune_seeds=args.tune_seeds,
             )

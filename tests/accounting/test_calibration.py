@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+from collections.abc import Callable
 
 import mpmath as mp
 import pytest
@@ -19,6 +20,7 @@ from dpcurator.accounting import (
     GaussianEvent,
     LaplaceEvent,
     PoissonSampledEvent,
+    _calibration,
 )
 from dpcurator.accounting._calibration import (
     discrete_gaussian_sigma,
@@ -28,6 +30,7 @@ from dpcurator.accounting._calibration import (
     gaussian_sigma_classic,
     laplace_scale,
     zcdp_gaussian_sigma,
+    zcdp_rho_for,
 )
 from dpcurator.accounting._rdp import RDPAccountant
 from dpcurator.accounting._zcdp import ZCDPAccountant, event_rho
@@ -280,3 +283,35 @@ def test_epsilon_for_defaults_to_pld() -> None:
     exact = gaussian_sigma_analytic(eps, 1e-6)  # sigma that the PLD epsilon needs exactly
     assert exact <= 2.0 * (1 + 1e-3)
     assert eps <= epsilon_for(event, 1e-6, accountant="rdp")
+
+
+# -- memoisation ------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("public", "cached", "arguments"),
+    [
+        (gaussian_sigma_analytic, "_gaussian_sigma_analytic", (0.7, 1e-6, 2.0)),
+        (zcdp_rho_for, "_zcdp_rho_for", (0.7, 1e-6)),
+        (discrete_gaussian_sigma, "_discrete_gaussian_sigma", (0.7, 1e-6, 3)),
+    ],
+)
+def test_memoised_calibrations_equal_the_uncached_search(
+    public: Callable[..., float], cached: str, arguments: tuple[float, ...]
+) -> None:
+    """The cache returns exactly what the search computes, and validation still runs first."""
+    inner = getattr(_calibration, cached)
+    inner.cache_clear()
+    first = public(*arguments)
+    assert first == inner.__wrapped__(*arguments)  # bit-identical to the uncached search
+    assert public(*arguments) == first
+    assert inner.cache_info().hits == 1  # the second call was served from the cache
+    with pytest.raises(InvalidParameterError):  # bad input is never looked up or cached
+        public(-1.0, *arguments[1:])
+
+
+def test_memoised_dpsgd_multiplier_equals_the_uncached_search() -> None:
+    """The DP-SGD noise multiplier is memoised on (epsilon, delta, q, steps, accountant)."""
+    _calibration._dpsgd_noise_multiplier.cache_clear()
+    z = dpsgd_noise_multiplier(2.0, 1e-5, sampling_rate=0.01, steps=100, accountant="rdp")
+    assert z == _calibration._dpsgd_noise_multiplier.__wrapped__(2.0, 1e-5, 0.01, 100, "rdp")
+    assert dpsgd_noise_multiplier(2.0, 1e-5, sampling_rate=0.01, steps=100, accountant="rdp") == z
+    assert _calibration._dpsgd_noise_multiplier.cache_info().hits == 1

@@ -29,13 +29,9 @@ from dpcurator.learn import (
     solve_erm,
     squared_loss,
 )
-from dpcurator.learn._erm import (
-    _objective_noise,
-    _plan_objective,
-    solver_tolerance,
-    vector_laplace,
-    vector_laplace_cost,
-)
+from dpcurator.learn._erm_noise import vector_laplace, vector_laplace_cost
+from dpcurator.learn._objective import plan_objective
+from dpcurator.learn._solver import solver_tolerance
 from dpcurator.noise import InsecureSeededSource
 
 TIGHT = 1e-12
@@ -98,6 +94,54 @@ def test_sensitivity_lemma_is_attained() -> None:
     assert distance == pytest.approx(bound, rel=1e-9)  # the lemma is tight
     # Negative control: a bound half as large (L / (mu n)) is violated by this pair.
     assert distance > erm_sensitivity(1.0, mu, n) / 2.0
+
+
+@pytest.mark.parametrize("mu", [0.05, 1.0])
+def test_sensitivity_lemma_under_add_remove(mu: float) -> None:
+    """Adding a row to the summed objective (regulariser mu m, m public) moves it <= L/(mu m)."""
+    rng = np.random.default_rng(5)
+    n, d = 20, 3
+    for loss, kind in _losses(mu):
+        bound = erm_sensitivity(loss.slope_bound, mu, n, neighbours="add_remove")
+        assert bound == pytest.approx(erm_sensitivity(loss.slope_bound, mu, n) / 2)
+        worst = 0.0
+        for _ in range(15):
+            X = _ball_rows(rng, n + 1, d, 1.0)
+            t = (
+                rng.choice([-1.0, 1.0], size=n + 1)
+                if kind == "margin"
+                else rng.uniform(-1, 1, n + 1)
+            )
+            # The same public normaliser m = n on both sides: only the extra term differs.
+            w = solve_erm(X[1:], t[1:], loss, mu, normaliser=n, tol=TIGHT)
+            w2 = solve_erm(X, t, loss, mu, normaliser=n, tol=TIGHT)
+            worst = max(worst, float(np.linalg.norm(w - w2)) / bound)
+        assert worst <= 1.0 + 1e-9, (loss.name, worst)
+        assert worst > 0.01  # the pairs do move the minimiser
+
+
+def test_add_remove_sensitivity_is_attained_and_half_the_replace_one_bound() -> None:
+    n, mu = 20, 1.0
+    X, t, _ = _attaining_pair(n)
+    loss = huber_hinge_loss(0.5)
+    # Removing the only informative row: w = e_1 / (mu n) against w = 0.
+    w = solve_erm(X, t, loss, mu, normaliser=n, tol=TIGHT)
+    w2 = solve_erm(X[1:], t[1:], loss, mu, normaliser=n, tol=TIGHT)
+    distance = float(np.linalg.norm(w - w2))
+    assert distance == pytest.approx(erm_sensitivity(1.0, mu, n, neighbours="add_remove"))
+    # Negative control: a quarter of the replace-one bound is violated by this pair.
+    assert distance > erm_sensitivity(1.0, mu, n) / 4.0
+
+
+def test_normaliser_is_a_rescaled_regulariser() -> None:
+    """(1/m) sum + mu/2 |w|^2 has the minimiser of the mean loss with mu m / n."""
+    rng = np.random.default_rng(6)
+    n, mu, m = 50, 0.1, 35.0
+    X = _ball_rows(rng, n, 3, 1.0)
+    t = rng.choice([-1.0, 1.0], size=n)
+    w = solve_erm(X, t, logistic_loss(), mu, normaliser=m, tol=TIGHT)
+    np.testing.assert_allclose(w, solve_erm(X, t, logistic_loss(), mu * m / n, tol=TIGHT))
+    assert not np.allclose(w, solve_erm(X, t, logistic_loss(), mu, tol=TIGHT))  # control
 
 
 def test_solver_matches_scikit_learn_and_is_certified() -> None:
@@ -203,11 +247,11 @@ def test_excess_risk_bound_validates() -> None:
 def test_objective_plan_budget_and_jacobian_cap(noise: str) -> None:
     n, d, zeta, lam = 500, 10, 1.0, 0.25
     for mu in (1e-5, 1.0):
-        plan = _plan_objective(
+        plan = plan_objective(
+            logistic_loss(),
             n=n,
-            d=d,
-            zeta=zeta,
-            curvature=lam,
+            size=d,
+            radius=1.0,
             mu=max(mu, lam / (n * math.expm1(0.5))),
             epsilon=1.0,
             delta=1e-6 if noise == "gaussian" else 0.0,
@@ -228,10 +272,17 @@ def test_objective_plan_budget_and_jacobian_cap(noise: str) -> None:
 def test_gaussian_staircase_follows_its_continuous_law() -> None:
     # b = g (K + V) is within a 2**-30 sigma cell of N(0, sigma^2): a KS test with 20,000 draws
     # cannot tell them apart (p > 1e-3), but tells a 10% wider law apart (p < 1e-3).
-    plan = _plan_objective(
-        n=100, d=5, zeta=1.0, curvature=0.25, mu=0.1, epsilon=1.0, delta=1e-6, noise="gaussian"
+    plan = plan_objective(
+        logistic_loss(),
+        n=100,
+        size=5,
+        radius=1.0,
+        mu=0.1,
+        epsilon=1.0,
+        delta=1e-6,
+        noise="gaussian",
     )
-    b = _objective_noise(plan, "gaussian", 20_000, InsecureSeededSource(4))
+    b = plan.draw(20_000, InsecureSeededSource(4))
     sigma = plan.grid * plan.scale
     assert stats.kstest(b, stats.norm(scale=sigma).cdf).pvalue > 1e-3
     assert stats.kstest(b, stats.norm(scale=1.1 * sigma).cdf).pvalue < 1e-3  # negative control

@@ -13,6 +13,12 @@ rounds *up*: the returned scale is never below the exact solution, so the guaran
 - :func:`dpsgd_noise_multiplier`: the noise multiplier of a DP-SGD schedule.
 - :func:`epsilon_for`: epsilon of events under an accountant.
 
+The root-finding calibrations are pure functions of public floats, so each is memoised
+(:func:`functools.lru_cache` on the validated arguments, :data:`CACHE_SIZE` entries): a
+mechanism called in a loop (one Gaussian release per coordinate block, per step, per query)
+pays for the search once. The public signatures validate first, so a bad argument is never
+cached and always raises.
+
 Examples
 --------
 >>> from dpcurator.accounting._calibration import gaussian_sigma_analytic, laplace_scale
@@ -24,6 +30,7 @@ Examples
 
 from __future__ import annotations
 
+import functools
 import importlib
 import math
 from collections.abc import Callable, Iterable
@@ -59,6 +66,10 @@ __all__ = [
     "zcdp_gaussian_sigma",
     "zcdp_rho_for",
 ]
+
+
+CACHE_SIZE = 1024
+"""Entries kept by each memoised calibration (a few hundred bytes each)."""
 
 
 def _positive_delta(delta: object) -> float:
@@ -243,6 +254,12 @@ def gaussian_sigma_analytic(epsilon: float, delta: float, sensitivity: float = 1
     eps = check_epsilon(epsilon)
     dlt = _positive_delta(delta)
     d = check_positive(sensitivity, "sensitivity")
+    return _gaussian_sigma_analytic(eps, dlt, d)
+
+
+@functools.lru_cache(maxsize=CACHE_SIZE)
+def _gaussian_sigma_analytic(eps: float, dlt: float, d: float) -> float:
+    """:func:`gaussian_sigma_analytic` on validated arguments (memoised)."""
 
     def fails(s: float) -> bool:
         return _analytic_gaussian_delta(s, eps) > dlt
@@ -284,6 +301,12 @@ def discrete_gaussian_sigma(epsilon: float, delta: float, sensitivity: int = 1) 
     eps = check_epsilon(epsilon)
     dlt = _positive_delta(delta)
     d = check_integer(sensitivity, "sensitivity", minimum=1)
+    return _discrete_gaussian_sigma(eps, dlt, d)
+
+
+@functools.lru_cache(maxsize=CACHE_SIZE)
+def _discrete_gaussian_sigma(eps: float, dlt: float, d: int) -> float:
+    """:func:`discrete_gaussian_sigma` on validated arguments (memoised)."""
     # Imported when first needed: the profiles module is heavier to load.
     privacy_profile = importlib.import_module("dpcurator.accounting._profiles").privacy_profile
 
@@ -291,7 +314,7 @@ def discrete_gaussian_sigma(epsilon: float, delta: float, sensitivity: int = 1) 
         event = DiscreteGaussianEvent(sigma=sigma, sensitivity=d)
         return float(privacy_profile(event, eps, orientation="max")) > dlt
 
-    guess = gaussian_sigma_analytic(eps, dlt, float(d))
+    guess = _gaussian_sigma_analytic(eps, dlt, float(d))
     return _bisect_log(fails, *_bracket(fails, guess), rel_tol=1e-9)
 
 
@@ -341,6 +364,12 @@ def zcdp_rho_for(epsilon: float, delta: float) -> float:
     """
     eps = check_epsilon(epsilon)
     dlt = _positive_delta(delta)
+    return _zcdp_rho_for(eps, dlt)
+
+
+@functools.lru_cache(maxsize=CACHE_SIZE)
+def _zcdp_rho_for(eps: float, dlt: float) -> float:
+    """:func:`zcdp_rho_for` on validated arguments (memoised)."""
 
     def too_big(rho: float) -> bool:
         return zcdp_to_epsilon(rho, dlt) > eps
@@ -446,7 +475,12 @@ def dpsgd_noise_multiplier(
     n = check_integer(steps, "steps", minimum=1)
     if accountant not in ("pld", "rdp"):
         raise InvalidParameterError("accountant", accountant, "must be 'pld' or 'rdp'")
+    return _dpsgd_noise_multiplier(eps, dlt, q, n, accountant)
 
+
+@functools.lru_cache(maxsize=CACHE_SIZE)
+def _dpsgd_noise_multiplier(eps: float, dlt: float, q: float, n: int, accountant: str) -> float:
+    """:func:`dpsgd_noise_multiplier` on validated arguments (memoised)."""
     rdp_epsilon = _rdp_sgd_epsilon(
         q, n, dlt, DEFAULT_RDP_ORDERS if accountant == "rdp" else _BRACKET_ORDERS
     )

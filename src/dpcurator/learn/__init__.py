@@ -12,7 +12,9 @@ Linear models (replace-one neighbours, declared data bounds)
     :class:`DPLinearRegression` and :class:`DPRidge`; each with ``method="objective"``
     (Chaudhuri, Monteleoni and Sarwate 2011; Kifer, Smith and Thakurta 2012) or
     ``method="output"`` (lecture 002), pure-DP Laplace-type or (epsilon, delta) Gaussian-type
-    noise, one-vs-rest for several classes.
+    noise, or ``method="gradient"`` (noisy full-batch gradient descent, exact discrete Gaussian
+    noise, PLD-calibrated); several classes as one multinomial (softmax) model under one budget
+    (the default) or one-vs-rest.
 Private selection
     :class:`DPModelSelector`: choose among candidate models or hyper-parameters with the
     exponential mechanism or report-noisy-max over private validation scores (Chaudhuri,
@@ -21,7 +23,8 @@ Declared bounds
     :func:`clip_rows` (row-norm clipping), :class:`BoundedScaler` (features clipped and scaled by
     declared ranges, no privacy cost).
 DP-SGD for PyTorch (the ``learn`` extra; imported on first use)
-    :class:`DPSGD` (per-example clipping with ``torch.func``, Poisson sampling from
+    :class:`DPSGD` (per-example gradients from outer products for stacks of linear layers,
+    ``torch.func`` otherwise, the ``engine`` parameter; per-example clipping, Poisson sampling from
     :mod:`dpcurator.noise`, secure grid noise or a documented float path, PLD/RDP accounting,
     target-epsilon calibration, DP-Adam), :class:`TensorNoise`, :class:`TrainingPhase`.
 Federated averaging
@@ -29,10 +32,13 @@ Federated averaging
     :class:`RoundRecord`, :func:`local_sgd`; with Flower (the ``federated`` extra):
     :class:`DPFedAvgStrategy`, :class:`InProcessGrid`, :func:`torch_client`.
 ERM core
-    :func:`output_perturbation`, :func:`objective_perturbation`, :func:`solve_erm`,
-    :func:`erm_sensitivity` (the sensitivity lemma ``2L/(mu n)``), :func:`excess_risk_bound`
+    :func:`output_perturbation`, :func:`objective_perturbation`, :func:`gradient_perturbation`,
+    :func:`solve_erm`,
+    :func:`erm_sensitivity` (the sensitivity lemma: ``2L/(mu n)`` replace-one, ``L/(mu n)``
+    add/remove), :func:`excess_risk_bound`
     (the lecture's utility bound), the losses :func:`logistic_loss`, :func:`huber_hinge_loss`,
-    :func:`squared_loss` (:class:`GLMLoss`) and :class:`PerturbedModel`.
+    :func:`squared_loss` (:class:`GLMLoss`), :func:`multinomial_loss` (:class:`MultinomialLoss`)
+    and :class:`PerturbedModel`.
 
 Examples
 --------
@@ -55,25 +61,25 @@ from typing import Any
 
 from dpcurator.errors import UnsupportedError
 from dpcurator.learn._bounds import BoundedScaler, clip_rows
-from dpcurator.learn._erm import (
-    GLMLoss,
-    PerturbedModel,
-    erm_sensitivity,
-    excess_risk_bound,
-    huber_hinge_loss,
-    logistic_loss,
-    objective_perturbation,
-    output_perturbation,
-    solve_erm,
-    squared_loss,
-)
+from dpcurator.learn._erm import erm_sensitivity, excess_risk_bound, output_perturbation
+from dpcurator.learn._gradient import gradient_perturbation
 from dpcurator.learn._linear import (
     DPLinearRegression,
     DPLinearSVC,
     DPLogisticRegression,
     DPRidge,
 )
+from dpcurator.learn._losses import (
+    GLMLoss,
+    MultinomialLoss,
+    huber_hinge_loss,
+    logistic_loss,
+    multinomial_loss,
+    squared_loss,
+)
+from dpcurator.learn._objective import objective_perturbation
 from dpcurator.learn._selection import DPModelSelector
+from dpcurator.learn._solver import PerturbedModel, solve_erm
 
 # Names whose modules need torch (and flwr): imported when first used.
 _LAZY = {
@@ -117,6 +123,7 @@ __all__ = [
     "FedAvg",
     "GLMLoss",
     "InProcessGrid",
+    "MultinomialLoss",
     "PerturbedModel",
     "RoundRecord",
     "TensorNoise",
@@ -124,9 +131,11 @@ __all__ = [
     "clip_rows",
     "erm_sensitivity",
     "excess_risk_bound",
+    "gradient_perturbation",
     "huber_hinge_loss",
     "local_sgd",
     "logistic_loss",
+    "multinomial_loss",
     "objective_perturbation",
     "output_perturbation",
     "solve_erm",

@@ -146,6 +146,30 @@ class TrainingPhase:
     event: PrivacyEvent
 
 
+def check_noise_target(
+    noise_multiplier: float | None, target_epsilon: float | None, delta: float
+) -> tuple[float | None, float | None, float]:
+    """Return the checked ``(noise_multiplier, target_epsilon, delta)`` of a noisy trainer.
+
+    Exactly one of ``noise_multiplier`` and ``target_epsilon`` must be given; ``delta`` must be
+    in (0, 1).
+    """
+    if (noise_multiplier is None) == (target_epsilon is None):
+        raise InvalidParameterError(
+            "noise_multiplier",
+            noise_multiplier,
+            "must be given, or target_epsilon instead (exactly one of the two)",
+        )
+    checked_delta = check_delta(delta)
+    if checked_delta == 0.0:
+        raise InvalidParameterError("delta", delta, "must be in (0, 1)")
+    return (
+        None if noise_multiplier is None else check_positive(noise_multiplier, "noise_multiplier"),
+        None if target_epsilon is None else check_epsilon(target_epsilon, "target_epsilon"),
+        checked_delta,
+    )
+
+
 def check_module(model: object, name: str = "model") -> nn.Module:
     """Return ``model`` if it is a ``torch.nn.Module`` without batch normalisation.
 
@@ -306,23 +330,9 @@ class DPSGD:
         self.max_grad_norm = check_positive(max_grad_norm, "max_grad_norm")
         self.batch_size = check_integer(batch_size, "batch_size", minimum=1)
         self.epochs = check_integer(epochs, "epochs", minimum=1)
-        if (noise_multiplier is None) == (target_epsilon is None):
-            raise InvalidParameterError(
-                "noise_multiplier",
-                noise_multiplier,
-                "must be given, or target_epsilon instead (exactly one of the two)",
-            )
-        self.noise_multiplier = (
-            None
-            if noise_multiplier is None
-            else check_positive(noise_multiplier, "noise_multiplier")
+        self.noise_multiplier, self.target_epsilon, self.delta = check_noise_target(
+            noise_multiplier, target_epsilon, delta
         )
-        self.target_epsilon = (
-            None if target_epsilon is None else check_epsilon(target_epsilon, "target_epsilon")
-        )
-        self.delta = check_delta(delta)
-        if self.delta == 0.0:
-            raise InvalidParameterError("delta", delta, "must be in (0, 1)")
         if accountant not in DPSGD_ACCOUNTANTS:
             raise InvalidParameterError(
                 "accountant", accountant, f"must be one of {DPSGD_ACCOUNTANTS}"

@@ -78,7 +78,6 @@ from torch import nn
 
 from dpcurator._validation import (
     check_delta,
-    check_epsilon,
     check_integer,
     check_positive,
     check_probability,
@@ -93,7 +92,13 @@ from dpcurator.accounting import (
     make_accountant,
 )
 from dpcurator.errors import InvalidParameterError
-from dpcurator.learn._dpsgd import DPSGD_ACCOUNTANTS, _Bar, as_tensor, check_module
+from dpcurator.learn._dpsgd import (
+    DPSGD_ACCOUNTANTS,
+    _Bar,
+    as_tensor,
+    check_module,
+    check_noise_target,
+)
 from dpcurator.learn._torch_noise import (
     NOISE_MODES,
     TensorNoise,
@@ -447,23 +452,9 @@ class DPFedAvg(_Federation):
         )
         self.clients_per_round = check_positive(clients_per_round, "clients_per_round")
         self.clip_norm = check_positive(clip_norm, "clip_norm")
-        if (noise_multiplier is None) == (target_epsilon is None):
-            raise InvalidParameterError(
-                "noise_multiplier",
-                noise_multiplier,
-                "must be given, or target_epsilon instead (exactly one of the two)",
-            )
-        self.noise_multiplier = (
-            None
-            if noise_multiplier is None
-            else check_positive(noise_multiplier, "noise_multiplier")
+        self.noise_multiplier, self.target_epsilon, self.delta = check_noise_target(
+            noise_multiplier, target_epsilon, delta
         )
-        self.target_epsilon = (
-            None if target_epsilon is None else check_epsilon(target_epsilon, "target_epsilon")
-        )
-        self.delta = check_delta(delta)
-        if self.delta == 0.0:
-            raise InvalidParameterError("delta", delta, "must be in (0, 1)")
         if mode not in FEDERATED_MODES:
             raise InvalidParameterError("mode", mode, f"must be one of {FEDERATED_MODES}")
         self.mode = mode

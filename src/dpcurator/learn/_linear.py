@@ -1,20 +1,35 @@
 r"""Differentially private linear models with the scikit-learn estimator API.
 
 :class:`DPLogisticRegression`, :class:`DPLinearSVC` (smoothed hinge), :class:`DPLinearRegression`
-and :class:`DPRidge` minimise a regularised empirical risk (:mod:`dpcurator.learn._erm`) and
-release it with output perturbation (``method="output"``, lecture 002) or objective
-perturbation (``method="objective"``, Chaudhuri, Monteleoni and Sarwate 2011; Kifer, Smith and
-Thakurta 2012), with pure-DP Laplace-type noise or (epsilon, delta) Gaussian-type noise.
+and :class:`DPRidge` minimise a regularised empirical risk (:mod:`dpcurator.learn._losses`) and
+release it privately, by one of three methods:
+
+- ``method="objective"`` (default): objective perturbation (Chaudhuri, Monteleoni and Sarwate
+  2011; Kifer, Smith and Thakurta 2012), :func:`~dpcurator.learn.objective_perturbation`;
+- ``method="output"``: output perturbation (lecture 002),
+  :func:`~dpcurator.learn.output_perturbation`;
+- ``method="gradient"``: noisy full-batch gradient descent accounted with the PLD accountant
+  (Bassily, Smith and Thakurta 2014; approximate DP only),
+  :func:`~dpcurator.learn._gradient.gradient_perturbation`;
+
+with pure-DP Laplace-type noise or (epsilon, delta) Gaussian-type noise.
 
 Guarantee
-    For datasets that differ in one row (replace-one; the number of rows ``n`` is public), the
-    fitted parameters (``coef_``, ``intercept_``) are (``epsilon``, ``delta``)-DP
-    (``delta = 0`` with Laplace noise), whatever the data, because the data bounds are
-    declared: rows are clipped to L2 norm ``data_norm`` (:func:`~dpcurator.learn.clip_rows`),
-    labels to the classes seen or to ``label_bounds``. ``privacy_event_`` records what was
-    released, for any accountant, and ``budget_`` the guarantee. Multi-class problems are
+    For datasets that differ in one row, the fitted parameters (``coef_``, ``intercept_``) are
+    (``epsilon``, ``delta``)-DP (``delta = 0`` with Laplace noise), whatever the data. The
+    neighbour relation is a parameter: ``neighbours="replace_one"`` (default; one row replaced,
+    the number of rows ``n`` public, as in Chaudhuri, Monteleoni and Sarwate 2011 and
+    diffprivlib) or ``"add_remove"`` (one row added or removed, as in DP-SGD and Opacus; ``n``
+    is then private and each method releases a noisy count of the rows first, inside the same
+    budget, :func:`~dpcurator.learn._erm_noise.row_count`). Under add/remove the sensitivities
+    are half the replace-one ones (one example's term of the objective changes, not two). The
+    guarantee holds because the data bounds are declared: rows are clipped to L2 norm
+    ``data_norm`` (:func:`~dpcurator.learn.clip_rows`), labels to the classes seen or to
+    ``label_bounds``. ``privacy_event_`` records what was
+    released, for any accountant, and ``budget_`` the guarantee. Several classes are one
+    multinomial (softmax) model for :class:`DPLogisticRegression` (one budget, by default), or
     one-vs-rest: the ``K`` binary models see the same rows, so the budget is shared among them
-    and accounted (see the ``method`` functions).
+    and accounted.
 
 Not private
     ``n_features_in_``, and ``classes_`` unless the classes are declared (``classes=``): by
@@ -39,36 +54,48 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.special import expit
+from scipy.special import expit, softmax
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin  # type: ignore[import-untyped, unused-ignore]
 from sklearn.utils.multiclass import check_classification_targets  # type: ignore[import-untyped, unused-ignore]
-from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data  # type: ignore[import-untyped, unused-ignore]
+from sklearn.utils.validation import check_is_fitted  # type: ignore[import-untyped, unused-ignore]
 
-from dpcurator._validation import check_delta, check_epsilon, check_positive
+from dpcurator._validation import check_delta, check_epsilon, check_integer, check_positive
 from dpcurator.accounting import Budget, PrivacyEvent
 from dpcurator.errors import InvalidParameterError
-from dpcurator.learn._bounds import check_bounds_pair, check_matrix, clip_rows
-from dpcurator.learn._erm import (
-    GLMLoss,
-    Noise,
-    PerturbedModel,
+from dpcurator.learn._bounds import check_bounds_pair, clip_rows
+from dpcurator.learn._erm import output_perturbation
+from dpcurator.learn._erm_noise import NEIGHBOURS, Neighbours, Noise
+from dpcurator.learn._gradient import gradient_perturbation
+from dpcurator.learn._inputs import (
+    check_choice,
+    check_flag,
+    describe,
+    validate_features,
+    validate_labels,
+)
+from dpcurator.learn._losses import (
+    ERMLoss,
     huber_hinge_loss,
     logistic_loss,
-    objective_perturbation,
-    output_perturbation,
+    multinomial_loss,
     squared_loss,
 )
+from dpcurator.learn._objective import LossFactory, objective_perturbation
+from dpcurator.learn._solver import PerturbedModel
 from dpcurator.noise import RandomSource, resolve_source
 
 __all__ = ["DPLinearRegression", "DPLinearSVC", "DPLogisticRegression", "DPRidge"]
 
-_METHODS = ("objective", "output")
-_NOISES = ("auto", "laplace", "gaussian")
+METHODS = ("objective", "output", "gradient")
+NOISES = ("auto", "laplace", "gaussian")
+MULTI_CLASS = ("multinomial", "ovr")
 
 
-def _summary(array: object) -> str:
-    shape = getattr(array, "shape", None)
-    return f"<array of shape {shape}>" if shape is not None else type(array).__name__
+def _store_parameters(estimator: BaseEstimator, parameters: dict[str, Any]) -> None:
+    """Store the ``__init__`` arguments unchanged (the scikit-learn contract)."""
+    for name, value in parameters.items():
+        if name != "self":
+            setattr(estimator, name, value)
 
 
 class _DPLinearModel(BaseEstimator):  # type: ignore[misc, unused-ignore]
@@ -82,56 +109,36 @@ class _DPLinearModel(BaseEstimator):  # type: ignore[misc, unused-ignore]
     data_norm: float
     fit_intercept: bool
     intercept_scaling: float
+    gradient_steps: int
+    max_grad_norm: float | None
+    neighbours: str
     source: RandomSource | None
 
-    # -- validation --------------------------------------------------------------------------
-    def _check_params(self) -> tuple[float, float, str, Noise]:
+    def _check_params(self) -> tuple[float, float, Noise]:
         eps = check_epsilon(self.epsilon)
         dlt = check_delta(self.delta)
-        if self.method not in _METHODS:
-            raise InvalidParameterError("method", self.method, f"must be one of {_METHODS}")
-        if self.noise not in _NOISES:
-            raise InvalidParameterError("noise", self.noise, f"must be one of {_NOISES}")
-        noise: Noise = "gaussian" if self.noise == "gaussian" else "laplace"
-        if self.noise == "auto":
-            noise = "gaussian" if dlt > 0.0 else "laplace"
+        method = check_choice(self.method, "method", METHODS)
+        check_choice(self.neighbours, "neighbours", NEIGHBOURS)
+        requested = check_choice(self.noise, "noise", NOISES)
+        noise: Noise = "gaussian" if requested == "gaussian" else "laplace"
+        if requested == "auto":
+            noise = "gaussian" if dlt > 0.0 or method == "gradient" else "laplace"
+        if method == "gradient" and noise == "laplace":
+            raise InvalidParameterError(
+                "noise", self.noise, "must be 'auto' or 'gaussian' with method='gradient'"
+            )
         if noise == "gaussian" and dlt == 0.0:
             raise InvalidParameterError("delta", self.delta, "must be > 0 for Gaussian noise")
         check_positive(self.alpha, "alpha")
         check_positive(self.data_norm, "data_norm")
-        if not isinstance(self.fit_intercept, bool | np.bool_):
-            raise InvalidParameterError("fit_intercept", self.fit_intercept, "must be a bool")
+        check_flag(self.fit_intercept, "fit_intercept")
         check_positive(self.intercept_scaling, "intercept_scaling")
+        check_integer(self.gradient_steps, "gradient_steps", minimum=1)
+        if self.max_grad_norm is not None:
+            check_positive(self.max_grad_norm, "max_grad_norm")
         resolve_source(self.source)
-        return eps, dlt, str(self.method), noise
+        return eps, dlt, noise
 
-    def _validate_X(self, X: ArrayLike, *, reset: bool) -> NDArray[np.float64]:
-        try:
-            array = validate_data(self, X, reset=reset, ensure_all_finite=False, dtype=np.float64)
-        except ValueError as exc:
-            raise InvalidParameterError("X", _summary(X), f"is invalid: {exc}") from None
-        return check_matrix(array)
-
-    def _validate_y(self, y: object, n: int) -> NDArray[Any]:
-        if y is None:
-            raise InvalidParameterError(
-                "y", None, "is required: requires y to be passed, but the target y is None"
-            )
-        try:
-            labels: NDArray[Any] = np.asarray(column_or_1d(y, warn=True))
-        except ValueError as exc:
-            raise InvalidParameterError("y", _summary(y), f"is invalid: {exc}") from None
-        if labels.shape[0] != n:
-            raise InvalidParameterError(
-                "y", _summary(labels), f"must have one label per row of X ({n} rows)"
-            )
-        if labels.dtype.kind in "fc" and not np.isfinite(labels).all():
-            raise InvalidParameterError(
-                "y", _summary(labels), "must be finite (no NaN, inf or infinity)"
-            )
-        return labels
-
-    # -- design matrix -----------------------------------------------------------------------
     def _design(self, X: NDArray[np.float64]) -> NDArray[np.float64]:
         clipped = clip_rows(X, self.data_norm)
         if not self.fit_intercept:
@@ -143,44 +150,36 @@ class _DPLinearModel(BaseEstimator):  # type: ignore[misc, unused-ignore]
         r = float(self.data_norm)
         return math.hypot(r, float(self.intercept_scaling)) if self.fit_intercept else r
 
-    def _perturb(
-        self,
-        *,
-        design: NDArray[np.float64],
-        targets: NDArray[np.float64],
-        loss_for: Any,
-        eps: float,
-        dlt: float,
-        method: str,
-        noise: Noise,
-    ) -> PerturbedModel:
+    def _release(
+        self, X: NDArray[np.float64], targets: NDArray[np.float64], loss_for: LossFactory
+    ) -> None:
+        """Fit on the declared design, release by ``self.method``, store the fitted state."""
+        eps, dlt, noise = self._check_params()
+        design = self._design(X)
         mu = float(self.alpha)
-        radius = self._row_bound()
-        if method == "output":
-            return output_perturbation(
+        neighbours: Neighbours = "add_remove" if self.neighbours == "add_remove" else "replace_one"
+        common: dict[str, Any] = {
+            "data_norm": self._row_bound(),
+            "strong_convexity": mu,
+            "epsilon": eps,
+            "delta": dlt,
+            "neighbours": neighbours,
+            "source": self.source,
+        }
+        model: PerturbedModel
+        if self.method == "output":
+            model = output_perturbation(design, targets, loss_for(mu), noise=noise, **common)
+        elif self.method == "objective":
+            model = objective_perturbation(design, targets, loss_for, noise=noise, **common)
+        else:
+            model = gradient_perturbation(
                 design,
                 targets,
                 loss_for(mu),
-                data_norm=radius,
-                strong_convexity=mu,
-                epsilon=eps,
-                delta=dlt,
-                noise=noise,
-                source=self.source,
+                steps=int(self.gradient_steps),
+                max_grad_norm=self.max_grad_norm,
+                **common,
             )
-        return objective_perturbation(
-            design,
-            targets,
-            loss_for,
-            data_norm=radius,
-            strong_convexity=mu,
-            epsilon=eps,
-            delta=dlt,
-            noise=noise,
-            source=self.source,
-        )
-
-    def _store(self, model: PerturbedModel, eps: float, dlt: float, noise: Noise) -> None:
         coef = model.coef
         self.intercept_: Any
         if self.fit_intercept:
@@ -196,14 +195,15 @@ class _DPLinearModel(BaseEstimator):  # type: ignore[misc, unused-ignore]
 
     def _raw_scores(self, X: ArrayLike) -> NDArray[np.float64]:
         check_is_fitted(self)
-        array = self._validate_X(X, reset=False)
-        clipped = clip_rows(array, self.data_norm)
-        out: NDArray[np.float64] = clipped @ self.coef_.T + self.intercept_
+        array = validate_features(self, X, reset=False)
+        out: NDArray[np.float64] = clip_rows(array, self.data_norm) @ self.coef_.T + self.intercept_
         return out
 
 
 class _DPLinearClassifier(ClassifierMixin, _DPLinearModel):  # type: ignore[misc, unused-ignore]
-    def _loss(self) -> GLMLoss:
+    classes: ArrayLike | None
+
+    def _loss(self, classes: int) -> ERMLoss:
         raise NotImplementedError  # pragma: no cover
 
     def fit(self, X: ArrayLike, y: ArrayLike) -> Any:
@@ -220,45 +220,37 @@ class _DPLinearClassifier(ClassifierMixin, _DPLinearModel):  # type: ignore[misc
         -------
         self
         """
-        eps, dlt, method, noise = self._check_params()
-        array = self._validate_X(X, reset=True)
-        labels = self._validate_y(y, array.shape[0])
+        self._check_params()
+        array = validate_features(self, X, reset=True)
+        labels = validate_labels(y, array.shape[0])
         try:
             check_classification_targets(labels)
         except ValueError as exc:
-            raise InvalidParameterError("y", _summary(labels), f"must hold {exc}") from None
-        classes, encoded = self._encode(labels)
-        self.classes_ = classes
-        if classes.size == 2:
+            raise InvalidParameterError("y", describe(labels), f"must hold {exc}") from None
+        self.classes_, encoded = self._encode(labels)
+        k = self.classes_.size
+        loss = self._loss(k)
+        if k == 2:
             targets = np.where(encoded == 1, 1.0, -1.0)[:, None]
+        elif loss.joint:
+            targets = (encoded[:, None] == np.arange(k)).astype(np.float64)
         else:
-            targets = np.where(encoded[:, None] == np.arange(classes.size), 1.0, -1.0)
-        loss = self._loss()
-        model = self._perturb(
-            design=self._design(array),
-            targets=targets,
-            loss_for=lambda _mu: loss,
-            eps=eps,
-            dlt=dlt,
-            method=method,
-            noise=noise,
-        )
-        self._store(model, eps, dlt, noise)
+            targets = np.where(encoded[:, None] == np.arange(k), 1.0, -1.0)
+        self._release(array, targets, lambda _mu: loss)
         return self
 
     def _encode(self, labels: NDArray[Any]) -> tuple[NDArray[Any], NDArray[np.intp]]:
-        declared = getattr(self, "classes", None)
-        if declared is None:
+        if self.classes is None:
             classes, encoded = np.unique(labels, return_inverse=True)
             if classes.size < 2:
                 raise InvalidParameterError(
-                    "y", _summary(labels), "must hold at least 2 classes (only one class found)"
+                    "y", describe(labels), "must hold at least 2 classes (only one class found)"
                 )
             return classes, encoded.astype(np.intp)
-        classes = np.unique(np.asarray(declared))
+        classes = np.unique(np.asarray(self.classes))
         if classes.ndim != 1 or classes.size < 2:
             raise InvalidParameterError(
-                "classes", _summary(classes), "must declare at least 2 distinct classes"
+                "classes", describe(classes), "must declare at least 2 distinct classes"
             )
         try:
             index = np.clip(np.searchsorted(classes, labels), 0, classes.size - 1)
@@ -267,7 +259,7 @@ class _DPLinearClassifier(ClassifierMixin, _DPLinearModel):  # type: ignore[misc
             known = np.zeros(labels.shape, dtype=bool)
             index = np.zeros(labels.shape, dtype=np.intp)
         if not bool(np.all(known)):
-            raise InvalidParameterError("y", _summary(labels), "must only hold declared classes")
+            raise InvalidParameterError("y", describe(labels), "must only hold declared classes")
         return classes, index.astype(np.intp)
 
     def decision_function(self, X: ArrayLike) -> NDArray[np.float64]:
@@ -285,7 +277,7 @@ class _DPLinearClassifier(ClassifierMixin, _DPLinearModel):  # type: ignore[misc
         return scores.ravel() if scores.shape[1] == 1 else scores
 
     def predict(self, X: ArrayLike) -> NDArray[Any]:
-        """Predicted class labels.
+        """Predicted class labels: the highest score (post-processing).
 
         Parameters
         ----------
@@ -307,30 +299,44 @@ class _DPLinearClassifier(ClassifierMixin, _DPLinearModel):  # type: ignore[misc
 class DPLogisticRegression(_DPLinearClassifier):
     r"""Differentially private (L2-regularised) logistic regression.
 
-    Minimises :math:`\frac1n\sum_i\ln(1 + e^{-t_i\langle\theta, x_i\rangle}) +
-    \frac\alpha2\|\theta\|^2` (``t`` in {-1, 1}, one-vs-rest for more than two classes) on rows
+    Minimises :math:`\frac1n\sum_i\ell(\theta; x_i, y_i) + \frac\alpha2\|\theta\|^2` on rows
     clipped to norm ``data_norm`` (plus a constant column ``intercept_scaling`` when
-    ``fit_intercept``; the intercept is regularised too) and releases it privately:
+    ``fit_intercept``; the intercept is regularised too), with the logistic loss
+    :math:`\ln(1 + e^{-t\langle\theta, x\rangle})` for two classes (``t`` in {-1, 1}, ``G = 1``,
+    ``c = 1/4``) and, for ``K > 2`` classes, the multinomial (softmax) cross-entropy of a
+    ``K x d`` matrix (``multi_class="multinomial"``, :class:`~dpcurator.learn.MultinomialLoss`:
+    ``G = sqrt(2)``, one release and one budget for all classes) or ``K`` logistic models
+    (``multi_class="ovr"``, the budget split among them). Released privately by:
 
     - ``method="objective"`` (default): objective perturbation, ``epsilon``-DP with Laplace-type
-      noise (Chaudhuri, Monteleoni and Sarwate 2011, Algorithm 2, with the logistic loss's
-      ``c = 1/4``) or (``epsilon``, ``delta``)-DP with Gaussian-type noise (Kifer, Smith and
-      Thakurta 2012); see :func:`dpcurator.learn.objective_perturbation` for the proof. The
-      regulariser may be raised to ``strong_convexity_`` to keep the curvature cost at most
-      half the budget.
-    - ``method="output"``: output perturbation with replace-one L2 sensitivity
-      :math:`2R/(\alpha n)` (lecture 002, sensitivity lemma; ``R`` the row bound with the
-      intercept column) plus the solver's certified slack.
+      noise (Chaudhuri, Monteleoni and Sarwate 2011, Algorithm 2) or (``epsilon``,
+      ``delta``)-DP with Gaussian-type noise (Kifer, Smith and Thakurta 2012); see
+      :func:`dpcurator.learn.objective_perturbation` for the proof. The regulariser may be
+      raised to ``strong_convexity_`` to keep the curvature cost at most half the budget.
+    - ``method="output"``: output perturbation with L2 sensitivity :math:`2GR/(\alpha n)`
+      under replace-one neighbours, :math:`GR/(\alpha\tilde n)` under add/remove (lecture 002,
+      sensitivity lemma, :func:`~dpcurator.learn.erm_sensitivity`; ``R`` the row bound with the
+      intercept column, :math:`\tilde n` the released count) plus the solver's certified
+      slack.
+    - ``method="gradient"``: ``gradient_steps`` steps of noisy full-batch gradient descent,
+      (``epsilon``, ``delta``)-DP by the PLD accountant (``delta > 0`` required); see
+      :func:`~dpcurator.learn._gradient.gradient_perturbation`.
+
+    Neighbours: ``neighbours="replace_one"`` (default) or ``"add_remove"``; the guarantee above
+    holds for the relation chosen (see the module notes). Add/remove halves every sensitivity
+    and costs a noisy row count (an eighth of ``epsilon`` for ``"objective"`` and
+    ``"output"``, a thirty-second of the Gaussian-DP budget for ``"gradient"``).
 
     Parameters
     ----------
     epsilon : float, default 1.0
         > 0.
     delta : float, default 0.0
-        In [0, 1); > 0 for Gaussian noise.
-    method : {"objective", "output"}, default "objective"
+        In [0, 1); > 0 for Gaussian noise and for ``method="gradient"``.
+    method : {"objective", "output", "gradient"}, default "objective"
     noise : {"auto", "laplace", "gaussian"}, default "auto"
-        ``"auto"``: Laplace (pure DP) when ``delta == 0``, Gaussian otherwise.
+        ``"auto"``: Laplace (pure DP) when ``delta == 0``, Gaussian otherwise (always Gaussian
+        for ``"gradient"``).
     alpha : float, default 0.01
         Regularisation strength ``mu`` (of the mean loss), > 0.
     data_norm : float, default 1.0
@@ -338,6 +344,16 @@ class DPLogisticRegression(_DPLinearClassifier):
     fit_intercept : bool, default True
     intercept_scaling : float, default 1.0
         Value of the constant column that carries the intercept.
+    multi_class : {"multinomial", "ovr"}, default "multinomial"
+        How more than two classes are modelled.
+    gradient_steps : int, default 100
+        Steps of ``method="gradient"`` (ignored otherwise).
+    max_grad_norm : float, optional
+        Per-example gradient clipping norm of ``method="gradient"``; default the loss's
+        Lipschitz bound (no clipping). A declared, data-independent choice.
+    neighbours : {"replace_one", "add_remove"}, default "replace_one"
+        The neighbour relation of the guarantee: one row replaced (``n`` public), or one row
+        added or removed (``n`` private; a noisy count is released inside the budget).
     classes : array_like, optional
         The declared class labels. By default the labels present in ``y`` are used, which is
         not private: a class present in one dataset and absent from a neighbour changes the
@@ -360,7 +376,7 @@ class DPLogisticRegression(_DPLinearClassifier):
         The regularisation actually used.
     noise_std_ : float
         Noise standard deviation per coordinate (of the parameters for ``"output"``, of the
-        linear term ``b`` for ``"objective"``).
+        linear term ``b`` for ``"objective"``, of each gradient sum for ``"gradient"``).
     n_features_in_ : int
 
     Examples
@@ -385,25 +401,21 @@ class DPLogisticRegression(_DPLinearClassifier):
         data_norm: float = 1.0,
         fit_intercept: bool = True,
         intercept_scaling: float = 1.0,
+        multi_class: str = "multinomial",
+        gradient_steps: int = 100,
+        max_grad_norm: float | None = None,
+        neighbours: str = "replace_one",
         classes: ArrayLike | None = None,
         source: RandomSource | None = None,
     ) -> None:
-        self.epsilon = epsilon
-        self.delta = delta
-        self.method = method
-        self.noise = noise
-        self.alpha = alpha
-        self.data_norm = data_norm
-        self.fit_intercept = fit_intercept
-        self.intercept_scaling = intercept_scaling
-        self.classes = classes
-        self.source = source
+        _store_parameters(self, locals())
 
-    def _loss(self) -> GLMLoss:
-        return logistic_loss()
+    def _loss(self, classes: int) -> ERMLoss:
+        joint = check_choice(self.multi_class, "multi_class", MULTI_CLASS) == "multinomial"
+        return multinomial_loss(classes) if joint and classes > 2 else logistic_loss()
 
     def predict_proba(self, X: ArrayLike) -> NDArray[np.float64]:
-        """Class probabilities (sigmoid; one-vs-rest scores normalised to sum to one).
+        """Class probabilities (sigmoid; softmax, or one-vs-rest sigmoids normalised).
 
         Parameters
         ----------
@@ -417,9 +429,12 @@ class DPLogisticRegression(_DPLinearClassifier):
         if scores.shape[1] == 1:
             p = expit(scores[:, 0])
             return np.column_stack([1.0 - p, p])
+        if self._loss(scores.shape[1]).joint:
+            out: NDArray[np.float64] = softmax(scores, axis=1)
+            return out
         probs = expit(scores)
-        out: NDArray[np.float64] = probs / probs.sum(axis=1, keepdims=True)
-        return out
+        normalised: NDArray[np.float64] = probs / probs.sum(axis=1, keepdims=True)
+        return normalised
 
     def predict_log_proba(self, X: ArrayLike) -> NDArray[np.float64]:
         """Logarithm of :meth:`predict_proba`.
@@ -442,19 +457,19 @@ class DPLinearSVC(_DPLinearClassifier):
 
     Minimises the mean Huber hinge of width ``huber_width`` (Chaudhuri, Monteleoni and Sarwate
     2011, Section 3.4.1: :math:`G = 1`, :math:`c = 1/(2h)`) plus :math:`\frac\alpha2\|\theta\|^2`,
-    one-vs-rest for more than two classes, released by objective or output perturbation exactly
-    as :class:`DPLogisticRegression` (same guarantee, same parameters). The plain hinge is not
-    differentiable, which objective perturbation needs; the Huber hinge is its standard
-    smoothing.
+    one-vs-rest for more than two classes, released by objective, output or gradient
+    perturbation exactly as :class:`DPLogisticRegression` (same guarantee, same parameters).
+    The plain hinge is not differentiable, which objective perturbation needs; the Huber hinge
+    is its standard smoothing.
 
     Parameters
     ----------
-    epsilon, delta, method, noise, alpha, data_norm, fit_intercept, intercept_scaling, classes
-        As for :class:`DPLogisticRegression`.
-    source : RandomSource, optional
+    epsilon, delta, method, noise, alpha, data_norm, fit_intercept, intercept_scaling
         As for :class:`DPLogisticRegression`.
     huber_width : float, default 0.5
         ``h`` > 0.
+    gradient_steps, max_grad_norm, neighbours, classes, source
+        As for :class:`DPLogisticRegression`.
 
     Attributes
     ----------
@@ -485,22 +500,15 @@ class DPLinearSVC(_DPLinearClassifier):
         fit_intercept: bool = True,
         intercept_scaling: float = 1.0,
         huber_width: float = 0.5,
+        gradient_steps: int = 100,
+        max_grad_norm: float | None = None,
+        neighbours: str = "replace_one",
         classes: ArrayLike | None = None,
         source: RandomSource | None = None,
     ) -> None:
-        self.epsilon = epsilon
-        self.delta = delta
-        self.method = method
-        self.noise = noise
-        self.alpha = alpha
-        self.data_norm = data_norm
-        self.fit_intercept = fit_intercept
-        self.intercept_scaling = intercept_scaling
-        self.huber_width = huber_width
-        self.classes = classes
-        self.source = source
+        _store_parameters(self, locals())
 
-    def _loss(self) -> GLMLoss:
+    def _loss(self, classes: int) -> ERMLoss:
         return huber_hinge_loss(self.huber_width)
 
 
@@ -513,22 +521,27 @@ class DPLinearRegression(RegressorMixin, _DPLinearModel):  # type: ignore[misc, 
     (u - l)/2`. A penalty is required: without strong convexity the minimiser has unbounded
     sensitivity (lecture 002, "What if we had no regularizer"). The minimiser lies in the ball
     :math:`\|\theta\| \le B/\sqrt\alpha`, where every residual is at most :math:`a = RB/\sqrt\alpha
-    + B`; the squared loss is made linear beyond ``a`` (:func:`dpcurator.learn._erm.squared_loss`),
+    + B`; the squared loss is made linear beyond ``a`` (:func:`dpcurator.learn.squared_loss`),
     which leaves the non-private solution unchanged and bounds the slope, so the loss is
     :math:`aR`-Lipschitz with curvature 1. Then:
 
-    - ``method="output"``: replace-one sensitivity :math:`2aR/(\alpha n)` (lecture 002);
+    - ``method="output"``: sensitivity :math:`2aR/(\alpha n)` (replace-one; lecture 002) or
+      :math:`aR/(\alpha\tilde n)` (add/remove, with a released count :math:`\tilde n`);
     - ``method="objective"`` (default): objective perturbation with :math:`\zeta = aR`,
-      :math:`\lambda = R^2` (``a`` computed with the regulariser actually used).
+      :math:`\lambda = R^2` (``a`` computed with the regulariser actually used);
+    - ``method="gradient"``: noisy gradient descent with per-example gradients of norm
+      :math:`\le aR`.
 
     Predictions are clipped to ``label_bounds`` (post-processing).
 
     Parameters
     ----------
-    epsilon, delta, method, noise, alpha, data_norm, fit_intercept, intercept_scaling, source
+    epsilon, delta, method, noise, alpha, data_norm, fit_intercept, intercept_scaling
         As for :class:`DPLogisticRegression` (``alpha`` defaults to 0.1).
     label_bounds : tuple (low, high)
         Declared range of the labels (required; labels outside are clipped).
+    gradient_steps, max_grad_norm, neighbours, source
+        As for :class:`DPLogisticRegression`.
 
     Attributes
     ----------
@@ -561,18 +574,12 @@ class DPLinearRegression(RegressorMixin, _DPLinearModel):  # type: ignore[misc, 
         fit_intercept: bool = True,
         intercept_scaling: float = 1.0,
         label_bounds: tuple[float, float] | None = None,
+        gradient_steps: int = 100,
+        max_grad_norm: float | None = None,
+        neighbours: str = "replace_one",
         source: RandomSource | None = None,
     ) -> None:
-        self.epsilon = epsilon
-        self.delta = delta
-        self.method = method
-        self.noise = noise
-        self.alpha = alpha
-        self.data_norm = data_norm
-        self.fit_intercept = fit_intercept
-        self.intercept_scaling = intercept_scaling
-        self.label_bounds = label_bounds
-        self.source = source
+        _store_parameters(self, locals())
 
     def _bounds(self) -> tuple[float, float]:
         if self.label_bounds is None:
@@ -595,35 +602,25 @@ class DPLinearRegression(RegressorMixin, _DPLinearModel):  # type: ignore[misc, 
         -------
         self
         """
-        eps, dlt, method, noise = self._check_params()
+        self._check_params()
         low, high = self._bounds()
-        array = self._validate_X(X, reset=True)
-        labels = self._validate_y(y, array.shape[0])
+        array = validate_features(self, X, reset=True)
+        labels = validate_labels(y, array.shape[0])
         try:
             values = np.asarray(labels, dtype=np.float64)
         except (TypeError, ValueError):
-            raise InvalidParameterError("y", _summary(labels), "must hold numbers") from None
+            raise InvalidParameterError("y", describe(labels), "must hold numbers") from None
         if not np.isfinite(values).all():
             raise InvalidParameterError(
-                "y", _summary(values), "must be finite (no NaN, inf or infinity)"
+                "y", describe(values), "must be finite (no NaN, inf or infinity)"
             )
         middle, half = (low + high) / 2.0, (high - low) / 2.0
-        targets = (np.clip(values, low, high) - middle)[:, None]
         radius = self._row_bound()
 
-        def loss_for(mu: float) -> GLMLoss:
+        def loss_for(mu: float) -> ERMLoss:
             return squared_loss(radius * half / math.sqrt(mu) + half)
 
-        model = self._perturb(
-            design=self._design(array),
-            targets=targets,
-            loss_for=loss_for,
-            eps=eps,
-            dlt=dlt,
-            method=method,
-            noise=noise,
-        )
-        self._store(model, eps, dlt, noise)
+        self._release(array, (np.clip(values, low, high) - middle)[:, None], loss_for)
         self.coef_ = self.coef_[0]
         self.intercept_ = float(self.intercept_[0]) + middle
         return self
@@ -640,7 +637,7 @@ class DPLinearRegression(RegressorMixin, _DPLinearModel):  # type: ignore[misc, 
         numpy.ndarray of shape (n_samples,)
         """
         check_is_fitted(self)
-        array = self._validate_X(X, reset=False)
+        array = validate_features(self, X, reset=False)
         low, high = self._bounds()
         raw = clip_rows(array, self.data_norm) @ self.coef_ + self.intercept_
         out: NDArray[np.float64] = np.clip(raw, low, high)
@@ -658,7 +655,7 @@ class DPRidge(DPLinearRegression):
     ----------
     epsilon, delta, method, noise, alpha, data_norm, fit_intercept, intercept_scaling
         As for :class:`DPLinearRegression`.
-    label_bounds, source
+    label_bounds, gradient_steps, max_grad_norm, neighbours, source
         As for :class:`DPLinearRegression`.
 
     Attributes

@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from sklearn.base import BaseEstimator, clone, is_classifier, is_regressor  # type: ignore[import-untyped, unused-ignore]
+from sklearn.base import BaseEstimator, is_classifier, is_regressor  # type: ignore[import-untyped, unused-ignore]
 from sklearn.exceptions import NotFittedError  # type: ignore[import-untyped, unused-ignore]
 
 from dpcurator._validation import check_epsilon, check_probability
@@ -59,6 +59,7 @@ from dpcurator.accounting import (
 )
 from dpcurator.errors import InvalidParameterError
 from dpcurator.learn._bounds import check_bounds_pair, check_matrix
+from dpcurator.learn._inputs import check_choice, check_flag, validate_labels, with_source
 from dpcurator.mechanisms import exponential_mechanism, report_noisy_max
 from dpcurator.noise import RandomSource, resolve_source, uniform_integers
 
@@ -189,10 +190,7 @@ class DPModelSelector(BaseEstimator):  # type: ignore[misc, unused-ignore]
                     type(estimator).__name__,
                     "must be a classifier or regressor",
                 )
-            model = clone(estimator)
-            if self.source is not None and model.get_params().get("source", "") is None:
-                model.set_params(source=self.source)
-            out.append(model)
+            out.append(with_source(estimator, self.source))
         kinds = {is_classifier(m) for m in out}
         if len(kinds) != 1:
             raise InvalidParameterError(
@@ -233,26 +231,17 @@ class DPModelSelector(BaseEstimator):  # type: ignore[misc, unused-ignore]
             ``self``.
         """
         eps = check_epsilon(self.epsilon)
-        if self.mechanism not in _MECHANISMS:
-            raise InvalidParameterError(
-                "mechanism", self.mechanism, f"must be one of {_MECHANISMS}"
-            )
-        if self.strategy not in _STRATEGIES:
-            raise InvalidParameterError("strategy", self.strategy, f"must be one of {_STRATEGIES}")
-        if not isinstance(self.refit, bool | np.bool_):
-            raise InvalidParameterError("refit", self.refit, "must be a bool")
+        check_choice(self.mechanism, "mechanism", _MECHANISMS)
+        check_choice(self.strategy, "strategy", _STRATEGIES)
+        check_flag(self.refit, "refit")
         source = resolve_source(self.source)
         candidates = self._candidates()
         classifier = is_classifier(candidates[0])
         if not classifier:
             check_bounds_pair(self.label_bounds, "label_bounds")
         array = check_matrix(X)
-        labels = np.asarray(y)
+        labels = validate_labels(y, array.shape[0])
         n = array.shape[0]
-        if labels.shape != (n,):
-            raise InvalidParameterError(
-                "y", f"<array of shape {labels.shape}>", f"must have shape ({n},)"
-            )
         m = len(candidates)
         n_valid = round(self._fraction(m) * n)
         n_train = n - n_valid
@@ -293,10 +282,7 @@ class DPModelSelector(BaseEstimator):  # type: ignore[misc, unused-ignore]
         budget = Budget(max(spent.epsilon, eps), spent.delta)
         best = candidates[index]
         if self.refit:
-            best = clone(self.estimators[index])
-            if self.source is not None and best.get_params().get("source", "") is None:
-                best.set_params(source=self.source)
-            best.fit(array, labels)
+            best = with_source(self.estimators[index], self.source).fit(array, labels)
             again = _budget_of(best, index)
             event = ComposedEvent((event, _event_of(again)))
             budget = budget + again
