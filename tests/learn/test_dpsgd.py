@@ -31,22 +31,9 @@ from dpcurator.learn._torch_noise import (  # noqa: E402
     grid_sensitivity,
 )
 from dpcurator.noise import InsecureSeededSource  # noqa: E402
+from tests.learn.conftest import zero_loss  # noqa: E402
 
 F = torch.nn.functional
-
-
-@pytest.fixture(autouse=True)
-def one_thread() -> object:
-    """Run torch on one thread: the tests are tiny, and shared CI cores make threads spin."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-def zero_loss(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """A loss whose gradient is exactly zero: whatever moves the model is noise."""
-    return (output * 0.0).sum()
 
 
 def make_trainer(model: torch.nn.Module, **kwargs: object) -> DPSGD:

@@ -19,20 +19,9 @@ from dpcurator.accounting import (  # noqa: E402
 from dpcurator.errors import InvalidParameterError  # noqa: E402
 from dpcurator.learn._federated import DPFedAvg, FedAvg, local_sgd  # noqa: E402
 from dpcurator.noise import InsecureSeededSource  # noqa: E402
+from tests.learn.conftest import zero_loss  # noqa: E402
 
 F = torch.nn.functional
-
-
-@pytest.fixture(autouse=True)
-def one_thread() -> object:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-def zero_loss(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    return (output * 0.0).sum()
 
 
 def blobs(count: int, size: int, seed: int = 0) -> list[tuple[torch.Tensor, torch.Tensor]]:

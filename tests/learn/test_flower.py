@@ -32,15 +32,12 @@ Handler = Callable[[Message], Message]
 
 @pytest.fixture(autouse=True)
 def quiet() -> object:
-    """One torch thread; Flower's INFO logging off."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
+    """Flower's INFO logging off (the package's conftest runs torch on one thread)."""
     logger = logging.getLogger("flwr")
     level = logger.level
     logger.setLevel(logging.WARNING)
     yield
     logger.setLevel(level)
-    torch.set_num_threads(threads)
 
 
 def shifting(delta: np.ndarray) -> Handler:

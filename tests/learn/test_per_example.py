@@ -24,14 +24,6 @@ F = torch.nn.functional
 Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
-@pytest.fixture(autouse=True)
-def one_thread() -> object:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 class Doubling(nn.Linear):
     """A subclass of nn.Linear that computes something else: not a linear stack."""
 
