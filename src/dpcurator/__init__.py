@@ -29,6 +29,7 @@ from dpcurator.errors import (
     InternalError,
     InvalidParameterError,
     QueryError,
+    QueryFailedError,
     UnsupportedError,
     UnsupportedEventError,
 )
@@ -43,6 +44,7 @@ __all__ = [
     "InternalError",
     "InvalidParameterError",
     "QueryError",
+    "QueryFailedError",
     "UnsupportedError",
     "UnsupportedEventError",
     "__version__",

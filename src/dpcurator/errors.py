@@ -19,6 +19,7 @@ __all__ = [
     "InternalError",
     "InvalidParameterError",
     "QueryError",
+    "QueryFailedError",
     "UnsupportedError",
     "UnsupportedEventError",
 ]
@@ -61,6 +62,15 @@ class QueryError(DPError, ValueError):
 
     Raised before any private data is read and before anything is spent. The message says why
     and what would work instead.
+    """
+
+
+class QueryFailedError(QueryError):
+    """A query was charged, read the data and then failed.
+
+    The message is one fixed text whatever the reason (which could depend on the data), the
+    exception carries no cause or context, and the charge is never refunded: "failed or not"
+    and why are otherwise bits about the data that no noise protects.
     """
 
 

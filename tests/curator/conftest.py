@@ -62,8 +62,7 @@ def exact_aggregates(
 ) -> tuple[Plan, Exact]:
     """The plan of ``query`` and its exact bounded aggregates (what noise is added to)."""
     plan = session.plan(query, epsilon=epsilon, delta=delta)
-    sql, quantile_sql = session._bind(plan, session._relations[plan.query.table.name])
-    return plan, fetch(plan, session._run, sql, quantile_sql)
+    return plan, fetch(plan, session._engine.run, *session._statements(plan))
 
 
 @pytest.fixture

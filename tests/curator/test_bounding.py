@@ -225,9 +225,8 @@ def test_the_portable_plan_computes_the_same_and_renders_for_spark(
     declaration = {"max_rows_per_unit": 6, "max_groups_per_unit": 3, "max_rows_per_group": 2}
     session = open_session(people_table(big, **declaration))
     plan, exact = exact_aggregates(session, query)
-    relation = session._relations["people"]
-    portable = plan.portable_sql[0].replace("FROM __source", f"FROM {relation}", 1)
-    again = pd.DataFrame(session._run(portable))
+    portable = session._engine.bind(plan.portable_sql[0], "people")
+    again = pd.DataFrame(session._engine.run(portable))
     keys = [k.alias for k in plan.keys]
     mine = pd.DataFrame(exact.columns).assign(
         **{alias: [key[i] for key in exact.keys] for i, alias in enumerate(keys)}

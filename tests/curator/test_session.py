@@ -13,7 +13,7 @@ import pytest
 
 from dpcurator import BudgetExceededError, InvalidParameterError, QueryError
 from dpcurator.accounting import Budget
-from dpcurator.curator import Column, Ledger, Session, Table, read_declaration
+from dpcurator.curator import DuckDBEngine, Column, Ledger, Session, Table, read_declaration
 from dpcurator.datasets import load_cps
 from dpcurator.noise import InsecureSeededSource
 from tests.curator.conftest import STATES, open_session, people_frame, people_table
@@ -72,13 +72,16 @@ def test_refused_queries_spend_nothing_and_write_nothing(
     session.close()
 
 
-def test_failures_after_reading_data_are_charged(tmp_path: Path) -> None:
-    frame = pd.DataFrame({"code": ["1", "2", "x"]})
+def test_a_filter_that_fails_on_a_row_does_not_select_it(tmp_path: Path) -> None:
+    # TRY semantics: CAST('x' AS INTEGER) fails on one row; the row is not selected.
+    frame = pd.DataFrame({"code": ["1", "2", "x"] * 200})
     table = Table("people", frame, columns=[Column("code")])
-    with Session(table, Budget(1.0), ledger=tmp_path / "l.sqlite") as session:
-        with pytest.raises(QueryError, match="charged"):
-            session.sql("SELECT COUNT(*) FROM people WHERE CAST(code AS INTEGER) > 1", epsilon=0.25)
-        assert session.spent.epsilon == pytest.approx(0.25)
+    with Session(
+        table, Budget(1.0), ledger=tmp_path / "l.sqlite", source=InsecureSeededSource(0)
+    ) as session:
+        r = session.sql("SELECT COUNT(*) FROM people WHERE CAST(code AS INTEGER) > 1", epsilon=0.5)
+        assert abs(int(r.table["count"][0]) - 200) < 60
+        assert session.spent.epsilon == pytest.approx(0.5)
 
 
 def test_reopening_resumes_the_spent_budget(people: pd.DataFrame, tmp_path: Path) -> None:
@@ -176,14 +179,16 @@ def test_schema_is_checked_on_open(people: pd.DataFrame) -> None:
         Session(people_table(people), Budget(1.0))
 
 
-def test_exact_runs_trusted_sql_without_charging(people: pd.DataFrame) -> None:
+def test_exact_runs_trusted_sql_on_the_stewards_engine_only(people: pd.DataFrame) -> None:
+    # Finding 5 of the side-channel issue: noiseless SQL sat on the analyst's Session.
     session = open_session(people_table(people))
-    counts = session.exact("people", "SELECT state, COUNT(*) AS n FROM {rows} GROUP BY state")
+    assert not hasattr(session, "exact")
+    with DuckDBEngine(people_table(people)) as engine:
+        counts = engine.exact("people", "SELECT state, COUNT(*) AS n FROM {rows} GROUP BY state")
+        with pytest.raises(InvalidParameterError, match=r"table is not declared.*'nobody'"):
+            engine.exact("nobody", "SELECT 1")
     expected = people.groupby("state").size()
     assert dict(zip(counts["state"], counts["n"], strict=True)) == expected.to_dict()
-    assert session.spent.epsilon == 0.0 and session.ledger.entries() == []
-    with pytest.raises(InvalidParameterError, match=r"table is not declared.*'nobody'"):
-        session.exact("nobody", "SELECT 1")
 
 
 def test_toml_declaration(people: pd.DataFrame, tmp_path: Path) -> None:

@@ -10,8 +10,11 @@
   DuckDB; noise is added to the small aggregated result.
 - :class:`QueryRelease`: the released table with standard deviations and intervals, the budget
   split (:class:`Measurement`), the charge and the budget left.
-- :class:`Ledger`: every release durably recorded (SQLite) before its answer is returned;
+- :class:`Ledger`: every query durably charged (SQLite) before it reads any data;
   reopening resumes the spent budget.
+- :class:`DuckDBEngine`: the steward's engine (registers the declared tables, runs the bounded
+  SQL, and offers the steward noiseless SQL with :meth:`DuckDBEngine.exact`; a session never
+  exposes it to analysts).
 
 Examples
 --------
@@ -33,6 +36,7 @@ Examples
 from __future__ import annotations
 
 from dpcurator.curator._builder import QueryBuilder
+from dpcurator.curator._engine import DuckDBEngine
 from dpcurator.curator._ledger import Ledger, LedgerEntry
 from dpcurator.curator._plan import Measurement, Plan
 from dpcurator.curator._release import QueryRelease
@@ -44,6 +48,7 @@ __all__ = [
     "DEFAULT_ACCOUNTANT",
     "Column",
     "Declaration",
+    "DuckDBEngine",
     "Ledger",
     "LedgerEntry",
     "Measurement",

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,27 +45,75 @@ class Exact:
 
 
 def _key_tuples(
-    table: dict[str, NDArray[Any]], aliases: Sequence[str], rows: int
+    table: Mapping[str, Sequence[Any]], aliases: Sequence[str], rows: int
 ) -> list[tuple[Any, ...]]:
-    columns = [table[a].tolist() for a in aliases]
+    columns = [[_canonical(v) for v in table[a]] for a in aliases]
     return [tuple(col[i] for col in columns) for i in range(rows)] if aliases else [()] * rows
 
 
-def fetch(plan: Plan, run: Any, sql: str, quantile_sql: str | None) -> Exact:
-    """Run the bound SQL through ``run`` (SQL -> dict of numpy arrays); collect the result."""
+def _canonical(value: Any) -> Any:
+    """One representative per group key: ``-0.0`` and ``0.0`` group together, and which one
+    the engine returns depends on the rows; every NaN likewise."""
+    if isinstance(value, float):
+        if math.isnan(value):
+            return math.nan
+        return value + 0.0  # -0.0 + 0.0 == 0.0
+    return value
+
+
+def key_order(key: tuple[Any, ...]) -> tuple[tuple[int, Any], ...]:
+    """A total order on group keys of mixed types (NULL first, then NaN, numbers, text ...).
+
+    Released groups are sorted by it, so that their order is a function of the released keys
+    alone, never of the engine's output order (which follows the data).
+
+    >>> sorted([("b",), (None,), (2,), ("a",), (float("nan"),)], key=key_order)
+    [(None,), (nan,), (2,), ('a',), ('b',)]
+    """
+    out: list[tuple[int, Any]] = []
+    for value in key:
+        if value is None:
+            out.append((0, 0))
+        elif isinstance(value, float) and math.isnan(value):
+            out.append((1, 0))
+        elif isinstance(value, bool | int | float):
+            out.append((2, value))
+        elif isinstance(value, str):
+            out.append((3, value))
+        else:
+            out.append((4, repr(value)))
+    return tuple(out)
+
+
+def _integer_column(values: Sequence[Any]) -> NDArray[np.int64]:
+    """Exact integers from the engine (NULL, the sum of no rows, is 0)."""
+    return np.array([0 if v is None else int(v) for v in values], dtype=np.int64)
+
+
+def fetch(
+    plan: Plan,
+    run: Callable[[str], Mapping[str, Sequence[Any]]],
+    sql: str,
+    quantile_sql: str | None = None,
+) -> Exact:
+    """Run the bound SQL through ``run`` (SQL -> columns of Python values); collect the result.
+
+    Aggregates come back as exact integers (the engine's integer sums are never rounded to
+    float64); group keys are canonical (see :func:`key_order`).
+    """
     aliases = [k.alias for k in plan.keys]
     table = run(sql)
     rows = len(next(iter(table.values()))) if table else 0
     keys = _key_tuples(table, aliases, rows)
-    columns = {name: np.asarray(values) for name, values in table.items() if name not in aliases}
+    columns = {name: _integer_column(v) for name, v in table.items() if name not in aliases}
     buckets: dict[tuple[tuple[Any, ...], str], NDArray[np.int64]] = {}
     if quantile_sql is not None:
         qt = run(quantile_sql)
         qrows = len(qt["__n"])
         qkeys = _key_tuples(qt, aliases, qrows)
-        names = qt["__column"].tolist()
-        bucket = np.asarray(qt["__bucket"], dtype=np.int64)
-        counts = np.asarray(qt["__n"], dtype=np.int64)
+        names = list(qt["__column"])
+        bucket = _integer_column(qt["__bucket"])
+        counts = _integer_column(qt["__n"])
         for i in range(qrows):
             entry = buckets.setdefault((qkeys[i], names[i]), np.zeros(QUANTILE_BUCKETS, np.int64))
             entry[bucket[i]] += counts[i]
@@ -94,13 +142,6 @@ class _Noisy:
         return self.value.astype(np.float64) * self.unit
 
 
-def _integers(values: NDArray[Any], size: int) -> NDArray[np.int64]:
-    if values.size == 0:
-        return np.zeros(size, dtype=np.int64)
-    clean = np.where(pd.isna(values), 0, values)
-    return np.asarray(clean, dtype=np.int64)
-
-
 def compute(
     plan: Plan, exact: Exact, *, source: RandomSource, confidence: float
 ) -> tuple[pd.DataFrame, dict[str, str]]:
@@ -119,7 +160,7 @@ def compute(
     if plan.keys and not plan.selects_partitions:
         groups = domain_product(plan.keys)
     elif plan.keys:
-        groups = list(exact.keys)
+        groups = sorted(exact.keys, key=key_order)
     else:
         groups = [()]
     rows = [index.get(g) for g in groups]
@@ -127,8 +168,7 @@ def compute(
     take = np.array([r if r is not None else 0 for r in rows], dtype=np.int64)
 
     def exact_vector(name: str) -> NDArray[np.int64]:
-        column = exact.columns.get(name, np.zeros(0))
-        values = _integers(column, len(exact.keys))
+        values = exact.columns.get(name, np.zeros(len(exact.keys), dtype=np.int64))
         if len(exact.keys) == 0:
             return np.zeros(len(groups), dtype=np.int64)
         out = values[take]

@@ -36,6 +36,7 @@ from sqlglot import exp
 
 from dpcurator._validation import check_delta, check_epsilon
 from dpcurator.accounting import ApproxDPEvent, PrivacyEvent, PureDPEvent
+from dpcurator.curator._engine import quote
 from dpcurator.curator._sql import ParsedQuery
 from dpcurator.curator._table import MAX_DOMAIN, Column, Table
 from dpcurator.errors import InvalidParameterError, QueryError
@@ -47,9 +48,17 @@ __all__ = ["KeySpec", "Measurement", "Plan", "ValueSpec", "make_plan"]
 QUANTILE_BUCKETS = 1024
 """Quantiles choose among ``QUANTILE_BUCKETS + 1`` evenly spaced points of ``[L, U]``."""
 
+MIN_EPSILON = 2.0**-40
+"""Smallest epsilon a query may be given (about 9.1e-13)."""
+MAX_EPSILON = 2.0**20
+"""Largest epsilon a query may be given (about 1.05e6: noise far below any rounding)."""
+
 _SUM_BITS = 30
 _SQUARE_BITS = 24
 _MAX_NOISE_BITS = 36
+_SUM_CLAMP = 2**62
+"""Integer sums are clamped into ``[-2**62, 2**62]`` in the engine (a 1-Lipschitz map of the
+sum, so no sensitivity changes), so that they and their noise fit int64 exactly."""
 
 
 @dataclass(frozen=True)
@@ -113,14 +122,24 @@ class ValueSpec:
     nullable: bool
 
     @property
+    def exact_mid(self) -> Fraction:
+        """Midpoint of the bounds, exactly."""
+        return (Fraction(self.lower) + Fraction(self.upper)) / 2
+
+    @property
+    def exact_half(self) -> Fraction:
+        """Half-width of the bounds, exactly."""
+        return (Fraction(self.upper) - Fraction(self.lower)) / 2
+
+    @property
     def mid(self) -> float:
-        """Midpoint of the bounds."""
-        return (self.lower + self.upper) / 2.0
+        """The float nearest the midpoint: for post-processing only, never for sensitivity."""
+        return float(self.exact_mid)
 
     @property
     def half(self) -> float:
-        """Half-width of the bounds."""
-        return (self.upper - self.lower) / 2.0
+        """The float nearest the half-width (post-processing only)."""
+        return float(self.exact_half)
 
     @property
     def magnitude(self) -> float:
@@ -200,11 +219,6 @@ class Plan:
 
 
 # -- SQL rendering helpers -------------------------------------------------------------------
-def quote(name: str) -> str:
-    """Quote an identifier for DuckDB (embedded quotes escaped)."""
-    return exp.to_identifier(name, quoted=True).sql(dialect="duckdb")
-
-
 def literal(value: object) -> str:
     """Render a literal for DuckDB: strings with quotes doubled, numbers exactly, booleans."""
     if isinstance(value, bool):
@@ -389,6 +403,13 @@ def make_plan(query: ParsedQuery, *, epsilon: float, delta: float = 0.0) -> Plan
         public domains is too large.
     """
     eps = check_epsilon(epsilon)
+    if not MIN_EPSILON <= eps <= MAX_EPSILON:
+        raise InvalidParameterError(
+            "epsilon",
+            epsilon,
+            f"must be in [2**-40, 2**20] (about [{MIN_EPSILON:.3g}, {MAX_EPSILON:.3g}]) for a "
+            "curator query",
+        )
     dlt = check_delta(delta)
     table = query.table
     keys = _keys(query)
@@ -569,8 +590,22 @@ def _bin_expression(column: str, edges: Sequence[float]) -> str:
     return f"CASE {cases} ELSE {len(edges) - 2} END" if cases else "0"
 
 
-def _fixed_point(expression: str, scale: float) -> str:
-    return f"SUM(CAST(ROUND({expression} * {_number(scale)}) AS BIGINT))"
+def _fixed_point(expression: str, scale: float, bits: int, *, signed: bool = True) -> str:
+    """Sum of the per-row integers ``round(expression * scale)``, each clamped in integers.
+
+    The float computation of a row's integer may err (a midpoint or a scale that is not a
+    float, rounding of large values); the integer clamp into ``[-2**bits, 2**bits]`` (or
+    ``[0, 2**bits]``) is exact, so such errors cost accuracy only, never sensitivity: one row
+    moves the sum by at most ``2**bits`` whatever the floats did. The sum is exact (HUGEINT),
+    then clamped into ``[-2**62, 2**62]`` (1-Lipschitz: the sensitivity is unchanged).
+    """
+    top = 2**bits
+    low = -top if signed else 0
+    # COALESCE first: DuckDB's LEAST/GREATEST skip NULLs, so a NULL would become a bound.
+    # A NULL row adds nothing to a SUM, and the sum of no rows is 0, as 0 does.
+    row = f"COALESCE(CAST(ROUND({expression} * {_number(scale)}) AS BIGINT), 0)"
+    total = f"COALESCE(SUM(LEAST(GREATEST({row}, {low}), {top})), 0)"
+    return f"LEAST(GREATEST({total}, {-_SUM_CLAMP}), {_SUM_CLAMP})"
 
 
 def _bounding(
@@ -670,7 +705,10 @@ def _render(
         projections.append(f"{quote(unit)} AS __u")
         filters.append(f"{quote(unit)} IS NOT NULL")
     if query.where is not None:
-        filters.append(f"({query.where.sql(dialect='duckdb')})")
+        where_sql = query.where.sql(dialect="duckdb")
+        # TRY semantics: a row on which the analyst's filter fails (a CAST, an overflow, a
+        # division by zero) is not selected, instead of an error that depends on its value.
+        filters.append(f"({where_sql})" if portable else f"COALESCE(TRY({where_sql}), FALSE)")
     hist = query.histogram
     for key in keys:
         if key.alias == "__bin":
@@ -691,7 +729,8 @@ def _render(
             continue
         projections.append(f"{quote(key.column)} AS {key.alias}")
         if key.domain is not None:
-            filters.append(f"{quote(key.column)} IN ({', '.join(literal(v) for v in key.domain)})")
+            members = f"{quote(key.column)} IN ({', '.join(literal(v) for v in key.domain)})"
+            filters.append(members if portable else f"COALESCE(TRY({members}), FALSE)")
     for value in values:
         projections.append(f"{_clamped(value)} AS {value.alias}")
     for m in measurements:
@@ -722,13 +761,18 @@ def _render(
             aggregates.append(f"COUNT({m.result.removeprefix('__c_')}) AS {m.result}")
         else:
             value = by_column[str(m.column)]
-            x, mid, scale = value.alias, _number(value.mid), 2.0**m.bits
+            x, mid, half = value.alias, _number(value.mid), _number(value.half)
+            scale = 2.0**m.bits
             if m.kind == "centered_sum":
-                expression = _fixed_point(f"({x} - {mid})", scale / value.half)
+                expression = _fixed_point(f"(({x} - {mid}) / {half})", scale, m.bits)
             elif m.kind == "centered_squares":
-                expression = _fixed_point(f"POW(({x} - {mid}) / {_number(value.half)}, 2)", scale)
+                expression = _fixed_point(
+                    f"POW(({x} - {mid}) / {half}, 2)", scale, m.bits, signed=False
+                )
             else:
-                expression = _fixed_point(x, scale / value.magnitude)
+                expression = _fixed_point(
+                    f"({x} / {_number(value.magnitude)})", scale, m.bits
+                )
             aggregates.append(f"{expression} AS {m.result}")
     with_clause = "WITH " + ",\n  ".join(ctes)
     group = f" GROUP BY {', '.join(key_aliases)}" if key_aliases else ""
@@ -742,11 +786,12 @@ def _render(
         prefix = "".join(f"{a}, " for a in key_aliases)
         for value in values:
             if value.column in quantile_columns:
-                width = value.upper - value.lower
-                bucket = (
-                    f"LEAST(CAST(FLOOR(({value.alias} - {_number(value.lower)}) * "
-                    f"{_number(QUANTILE_BUCKETS / width)}) AS BIGINT), {QUANTILE_BUCKETS - 1})"
+                per_unit = float(QUANTILE_BUCKETS / (Fraction(value.upper) - Fraction(value.lower)))
+                index = (
+                    f"CAST(FLOOR(({value.alias} - {_number(value.lower)}) * "
+                    f"{_number(per_unit)}) AS BIGINT)"
                 )
+                bucket = f"LEAST(GREATEST({index}, 0), {QUANTILE_BUCKETS - 1})"
                 parts.append(
                     f"SELECT {prefix}{literal(value.column)} AS __column, {bucket} AS __bucket, "
                     f"COUNT(*) AS __n FROM {current} WHERE {value.alias} IS NOT NULL "

@@ -1,11 +1,22 @@
 """Sessions: the trusted curator answering aggregate queries under a budget, with a ledger.
 
 A query's way through a :class:`Session`: parse and check (refusals cost nothing and read no
-data) -> plan (measurements, budget split, privacy events, bounded SQL) -> budget check against
-the ledger -> the engine prepares the SQL (errors that do not depend on the data are refusals)
--> the engine runs it (DuckDB, in-process) -> noise on the small aggregated result -> the ledger
-entry is committed -> the :class:`~dpcurator.curator.QueryRelease` is returned. An engine or noise
-failure after the data was read is charged (it could depend on the data) and reported.
+data) -> plan (measurements, budget split, privacy events, bounded SQL) -> the engine binds the
+SQL without running it (errors here depend on the schema only, and are refusals) -> the ledger
+charges the query and commits its entry (a query over budget is refused here, having read
+nothing) -> the engine runs the bounded SQL -> noise on the small aggregated result -> the
+:class:`~dpcurator.curator.QueryRelease` is returned.
+
+What an analyst receives is a function of the noisy release alone:
+
+- every read of private data is charged *before* it happens, so neither its result nor its
+  failure can reach the analyst uncharged, and nothing is ever refunded;
+- a failure after the charge (the engine or the noise stage raised) becomes one fixed message,
+  :class:`~dpcurator.errors.QueryFailedError`, raised outside the handler so that neither
+  ``__cause__`` nor ``__context__`` holds the engine's error;
+- the analyst's row filter is evaluated with TRY semantics (a row on which it fails is not
+  selected), so evaluation errors that depend on a value do not happen in the first place;
+- released groups come back in an order fixed by their keys (sorted), never the engine's.
 """
 
 from __future__ import annotations
@@ -15,23 +26,21 @@ import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Self
 
 import duckdb
-import numpy as np
 import pandas as pd
-import pyarrow as pa
-from sqlglot import exp
 
 from dpcurator._validation import check_probability
 from dpcurator.accounting import ACCOUNTANT_NAMES, Budget
-from dpcurator.curator._ledger import Ledger
+from dpcurator.curator._engine import DuckDBEngine, declared_tables
+from dpcurator.curator._ledger import Ledger, LedgerEntry
 from dpcurator.curator._measure import compute, fetch
-from dpcurator.curator._plan import Plan, make_plan, quote
+from dpcurator.curator._plan import Plan, make_plan
 from dpcurator.curator._release import QueryRelease
 from dpcurator.curator._sql import parse_query
 from dpcurator.curator._table import Table, read_declaration
-from dpcurator.errors import InvalidParameterError, QueryError
+from dpcurator.errors import InvalidParameterError, QueryError, QueryFailedError
 from dpcurator.noise import RandomSource, resolve_source
 
 if TYPE_CHECKING:
@@ -45,38 +54,6 @@ delta) partition selection); among the accountants valid when every query and it
 chosen adaptively (fully adaptive composition, Rogers et al. 2016), basic composition is exact
 for such a sequence up to the first few dozen queries; ``"zcdp"`` (also fully adaptive) is
 tighter for long sessions of many small queries without partition selection."""
-
-_NUMERIC = (
-    "TINYINT",
-    "SMALLINT",
-    "INTEGER",
-    "BIGINT",
-    "HUGEINT",
-    "UTINYINT",
-    "USMALLINT",
-    "UINTEGER",
-    "UBIGINT",
-    "UHUGEINT",
-    "FLOAT",
-    "DOUBLE",
-    "DECIMAL",
-    "BOOLEAN",
-)
-
-
-def _tables(tables: object) -> dict[str, Table]:
-    items = [tables] if isinstance(tables, Table) else tables
-    if not isinstance(items, Sequence) or isinstance(items, str) or not items:
-        raise InvalidParameterError("tables", tables, "must be a Table or a list of Table")
-    out: dict[str, Table] = {}
-    for table in items:
-        if not isinstance(table, Table):
-            raise InvalidParameterError("tables", table, "must contain Table declarations")
-        if table.name.lower() in {n.lower() for n in out}:
-            raise InvalidParameterError("tables", table.name, "declare each table name once")
-        out[table.name] = table
-    return out
-
 
 def _default_ledger(tables: Mapping[str, Table]) -> str:
     for table in tables.values():
@@ -153,12 +130,13 @@ class Session:
         *,
         accountant: str | None = None,
         ledger: str | os.PathLike[str] | None = None,
+        ledger_key: str | os.PathLike[str] | None = None,
         adaptive_parameters: bool = True,
         source: RandomSource | None = None,
         confidence: float = 0.95,
         connection: duckdb.DuckDBPyConnection | None = None,
     ) -> None:
-        self._tables = _tables(tables)
+        declared = declared_tables(tables)
         if not isinstance(budget, Budget):
             raise InvalidParameterError("budget", budget, "must be a Budget(epsilon, delta)")
         name = DEFAULT_ACCOUNTANT if accountant is None else accountant
@@ -170,16 +148,21 @@ class Session:
             confidence, "confidence", open_left=True, open_right=True
         )
         self._source = resolve_source(source)
-        path = _default_ledger(self._tables) if ledger is None else ledger
+        path = _default_ledger(declared) if ledger is None else ledger
         self._lock = threading.RLock()
-        self._prepared: set[str] = set()
-        self._connection, self._owns_connection = self._connect(connection)
-        self._relations = {t.name: self._register(t) for t in self._tables.values()}
-        for table in self._tables.values():
-            self._check_schema(table)
-        self._ledger = Ledger(
-            path, budget=budget, accountant=name, adaptive_parameters=adaptive_parameters
-        )
+        self._engine = DuckDBEngine(list(declared.values()), connection=connection)
+        try:
+            keyed = {} if ledger_key is None else {"key": ledger_key}
+            self._ledger = Ledger(
+                path,
+                budget=budget,
+                accountant=name,
+                adaptive_parameters=adaptive_parameters,
+                **keyed,
+            )
+        except BaseException:
+            self._engine.close()
+            raise
 
     @classmethod
     def from_toml(
@@ -210,107 +193,6 @@ class Session:
             confidence=confidence,
         )
 
-    # -- the engine --------------------------------------------------------------------------
-    def _connect(
-        self, connection: duckdb.DuckDBPyConnection | None
-    ) -> tuple[duckdb.DuckDBPyConnection, bool]:
-        given = [
-            t.source
-            for t in self._tables.values()
-            if isinstance(t.source, duckdb.DuckDBPyConnection)
-        ]
-        if connection is not None:
-            if not isinstance(connection, duckdb.DuckDBPyConnection):
-                raise InvalidParameterError("connection", connection, "must be a DuckDB connection")
-            given.append(connection)
-        if any(c is not given[0] for c in given):
-            raise InvalidParameterError(
-                "tables", "<connections>", "must all live in the same DuckDB connection"
-            )
-        return (given[0], False) if given else (duckdb.connect(), True)
-
-    def _register(self, table: Table) -> str:
-        source = table.source
-        view = quote(f"__dpcurator_{table.name}")
-        conn = self._connection
-        if isinstance(source, duckdb.DuckDBPyConnection):
-            if table.source_table is None:
-                raise InvalidParameterError(
-                    "source_table", None, f"must name the table of {table.name!r} in the connection"
-                )
-            return exp.to_table(table.source_table, dialect="duckdb").sql(dialect="duckdb")
-        if isinstance(source, pd.DataFrame | pa.Table):
-            conn.register(f"__dpcurator_{table.name}", source)
-            return view
-        if not isinstance(source, str | os.PathLike):
-            raise InvalidParameterError(
-                "source",
-                type(source).__name__,
-                "must be a pandas DataFrame, a pyarrow Table, a file path or a DuckDB connection",
-            )
-        path = os.fspath(source)
-        if not os.path.exists(path):
-            raise InvalidParameterError("source", path, "does not exist")
-        lowered = path.lower()
-        literal = exp.convert(path).sql(dialect="duckdb")
-        if lowered.endswith((".parquet", ".pq")):
-            reader = f"read_parquet({literal})"
-        elif lowered.endswith((".csv", ".tsv", ".csv.gz", ".tsv.gz", ".txt")):
-            reader = f"read_csv_auto({literal})"
-        elif lowered.endswith((".duckdb", ".db", ".ddb")):
-            if table.source_table is None:
-                raise InvalidParameterError(
-                    "source_table", None, f"must name the table of {table.name!r} in {path}"
-                )
-            alias = quote(f"__dpcurator_db_{table.name}")
-            conn.execute(f"ATTACH {literal} AS {alias} (READ_ONLY)")
-            inner = exp.to_table(table.source_table, dialect="duckdb")
-            reader = f"{alias}.{inner.sql(dialect='duckdb')}"
-            conn.execute(f"CREATE TEMP VIEW {view} AS SELECT * FROM {reader}")
-            return view
-        else:
-            raise InvalidParameterError(
-                "source", path, "must end in .parquet, .csv, .tsv, .csv.gz, .duckdb or .db"
-            )
-        conn.execute(f"CREATE TEMP VIEW {view} AS SELECT * FROM {reader}")
-        return view
-
-    def _check_schema(self, table: Table) -> None:
-        """Check the declared columns against the source's schema (public: names and types)."""
-        relation = self._relations[table.name]
-        try:
-            described = self._connection.execute(f"DESCRIBE SELECT * FROM {relation}").fetchall()
-        except duckdb.Error as error:
-            raise InvalidParameterError("source", table.name, f"cannot be read: {error}") from None
-        types = {str(row[0]).lower(): str(row[1]).upper() for row in described}
-        for column in table.columns:
-            kind = types.get(column.name.lower())
-            if kind is None:
-                raise InvalidParameterError(
-                    "columns",
-                    column.name,
-                    f"is declared but the source of {table.name!r} has no such column "
-                    f"(it has: {', '.join(str(r[0]) for r in described)})",
-                )
-            numeric = kind.startswith(_NUMERIC)
-            if (column.bounds is not None or column.bins is not None) and not numeric:
-                raise InvalidParameterError(
-                    "columns",
-                    column.name,
-                    f"is declared numeric (bounds or bins) but its type in the source is {kind}",
-                )
-
-    def _run(self, sql: str) -> dict[str, np.ndarray[Any, Any]]:
-        result = self._connection.execute(sql).fetchnumpy()
-        return {name: np.asarray(values) for name, values in result.items()}
-
-    def _bind(self, plan: Plan, relation: str) -> tuple[str, str | None]:
-        sql = plan.sql.replace("FROM __source", f"FROM {relation}", 1)
-        qsql = None
-        if plan.quantile_sql is not None:
-            qsql = plan.quantile_sql.replace("FROM __source", f"FROM {relation}", 1)
-        return sql, qsql
-
     # -- queries -----------------------------------------------------------------------------
     def plan(self, query: str, *, epsilon: float, delta: float = 0.0) -> Plan:
         """Check and plan ``query`` without reading data or spending (what :meth:`sql` would do).
@@ -320,27 +202,16 @@ class Session:
         QueryError
             If the query is not a supported aggregate over a declared table.
         """
-        parsed = parse_query(query, self._tables)
+        parsed = parse_query(query, self._engine.tables)
         plan = make_plan(parsed, epsilon=epsilon, delta=delta)
-        sql, qsql = self._bind(plan, self._relations[parsed.table.name])
-        for statement in (sql, qsql):
-            if statement is not None:
-                self._prepare(statement)
+        for statement in self._statements(plan):
+            self._engine.prepare(statement)
         return plan
 
-    def _prepare(self, sql: str) -> None:
-        """Bind the SQL without running it: errors here do not depend on the data."""
-        if sql in self._prepared:
-            return
-        try:
-            self._connection.execute(f"EXPLAIN {sql}")
-        except duckdb.Error as error:
-            raise QueryError(
-                f"The query does not fit the table's types: {str(error).splitlines()[0]}"
-            ) from None
-        if len(self._prepared) > 256:
-            self._prepared.clear()
-        self._prepared.add(sql)
+    def _statements(self, plan: Plan) -> list[str]:
+        table = plan.query.table.name
+        sql = [plan.sql] if plan.quantile_sql is None else [plan.sql, plan.quantile_sql]
+        return [self._engine.bind(s, table) for s in sql]
 
     def sql(self, query: str, *, epsilon: float, delta: float = 0.0) -> QueryRelease:
         """Answer an aggregate SQL query with differential privacy.
@@ -352,7 +223,8 @@ class Session:
             [ORDER BY ...] [LIMIT n]`` over one declared table. Aggregates: COUNT(*),
             COUNT(column), COUNT(DISTINCT <privacy unit>), SUM, AVG, VARIANCE/VAR_SAMP/VAR_POP,
             STDDEV/STDDEV_SAMP/STDDEV_POP, MEDIAN, QUANTILE(column, q), PERCENTILE_CONT,
-            HISTOGRAM(column [, edges...]).
+            HISTOGRAM(column [, edges...]). The WHERE clause has TRY semantics: a row on which it
+            cannot be evaluated (a failing CAST, an overflow, a division by zero) is not selected.
         epsilon : float
             The query's budget, split evenly over its measurements (the split is reported).
         delta : float, default 0
@@ -368,84 +240,40 @@ class Session:
             The query is not supported (nothing read, nothing spent).
         BudgetExceededError
             The query would exceed the budget (nothing read, nothing spent).
+        QueryFailedError
+            The query was charged, read the data and failed; the message is the same whatever
+            the reason (it could depend on the data), and nothing is refunded.
         """
         with self._lock:
             plan = self.plan(query, epsilon=epsilon, delta=delta)
-            self._ledger.check(plan.events)  # refuses before any data is read
-            sql, qsql = self._bind(plan, self._relations[plan.query.table.name])
-            try:
-                exact = fetch(plan, self._run, sql, qsql)
-                table, intervals = compute(
-                    plan, exact, source=self._source, confidence=self._confidence
+            entry = self._ledger.record(query, plan.events)  # charged before any read
+            statements = self._statements(plan)
+            released = _answer(self, plan, statements)
+            if released is None:  # raised here, outside any handler: no exception chain
+                raise QueryFailedError(
+                    f"The query failed while running. It was charged before it read the data "
+                    f"(ledger entry {entry.id}) and nothing is refunded; the reason is not "
+                    "shown because it could depend on the data."
                 )
-            except Exception as error:
-                # The data was read: the failure may depend on it, so the query is charged.
-                entry = self._ledger.record(f"{query} -- failed", plan.events)
-                raise QueryError(
-                    f"The query failed while running ({error}); it read the data, so it was "
-                    f"charged (ledger entry {entry.id})."
-                ) from error
-            entry = self._ledger.record(query, plan.events)
-        return QueryRelease(
-            query=query,
-            table=table,
-            value_columns=tuple(a.alias for a in plan.query.aggregates),
-            intervals=intervals,
-            split=plan.measurements,
-            events=plan.events,
-            charged=entry.charged,
-            spent=entry.spent,
-            remaining=entry.remaining,
-            entry_id=entry.id,
-            confidence=self._confidence,
-            bounded_sql=sql,
-            threshold=plan.threshold,
-        )
+            table, intervals = released
+        return _release(plan, entry, table, intervals, statements[0], self._confidence)
 
     def query(self, table: str) -> QueryBuilder:
         """Start a query on ``table`` with the builder (see :class:`QueryBuilder`)."""
         from dpcurator.curator._builder import QueryBuilder  # noqa: PLC0415 - a cycle otherwise
 
-        if table not in self._tables:
+        if table not in self._engine.tables:
             raise QueryError(
                 f"Table {table!r} is not declared in this session; declared: "
-                f"{', '.join(sorted(self._tables))}."
+                f"{', '.join(sorted(self._engine.tables))}."
             )
         return QueryBuilder(self, table)
-
-    def exact(self, table: str, sql: str) -> dict[str, np.ndarray[Any, Any]]:
-        """Run trusted SQL on a declared table's rows, without noise: for the data steward only.
-
-        ``sql`` names the table's rows as ``{rows}``; the result's columns come back as arrays.
-        Nothing is charged and nothing is private: this is the engine the steward's own
-        mechanisms read their true statistics through (the hierarchical releases count every
-        node with it, then add noise), never an answer for an analyst.
-
-        Examples
-        --------
-        >>> import pandas as pd
-        >>> from dpcurator.accounting import Budget
-        >>> from dpcurator.curator import Column, Table
-        >>> rows = pd.DataFrame({"state": ["IL", "IL", "OH"]})
-        >>> table = Table("people", rows, columns=[Column("state")])
-        >>> with Session(table, Budget(1.0), ledger=":memory:") as session:
-        ...     counts = session.exact("people", "SELECT COUNT(*) AS n FROM {rows}")
-        >>> int(counts["n"][0])
-        3
-        """
-        if table not in self._tables:
-            raise InvalidParameterError(
-                "table", table, f"is not declared; declared: {', '.join(sorted(self._tables))}"
-            )
-        with self._lock:
-            result = self._connection.execute(sql.replace("{rows}", self._relations[table]))
-            return dict(result.fetchnumpy())
 
     # -- state ---------------------------------------------------------------------------------
     @property
     def tables(self) -> dict[str, Table]:
         """The declared tables, by name."""
-        return dict(self._tables)
+        return self._engine.tables
 
     @property
     def ledger(self) -> Ledger:
@@ -471,8 +299,7 @@ class Session:
         """Close the ledger and the engine (idempotent)."""
         with self._lock:
             self._ledger.close()
-            if self._owns_connection:
-                self._connection.close()
+            self._engine.close()
 
     def __enter__(self) -> Self:
         return self
@@ -487,6 +314,42 @@ class Session:
 
     def __repr__(self) -> str:
         return (
-            f"Session(tables={list(self._tables)}, budget={self.budget!r}, "
+            f"Session(tables={list(self._engine.tables)}, budget={self.budget!r}, "
             f"remaining={self.remaining!r}, ledger={self._ledger.path!r})"
         )
+
+
+def _answer(
+    session: Session, plan: Plan, statements: Sequence[str]
+) -> tuple[pd.DataFrame, dict[str, str]] | None:
+    """Read the data and add noise; None if anything failed (the caller says so, fixed text)."""
+    try:
+        exact = fetch(plan, session._engine.run, *statements)
+        return compute(plan, exact, source=session._source, confidence=session._confidence)
+    except Exception:  # noqa: BLE001 - any failure after reading is reported the same way
+        return None
+
+
+def _release(
+    plan: Plan,
+    entry: LedgerEntry,
+    table: pd.DataFrame,
+    intervals: Mapping[str, str],
+    bounded_sql: str,
+    confidence: float,
+) -> QueryRelease:
+    return QueryRelease(
+        query=plan.query.text,
+        table=table,
+        value_columns=tuple(a.alias for a in plan.query.aggregates),
+        intervals=dict(intervals),
+        split=plan.measurements,
+        events=plan.events,
+        charged=entry.charged,
+        spent=entry.spent,
+        remaining=entry.remaining,
+        entry_id=entry.id,
+        confidence=confidence,
+        bounded_sql=bounded_sql,
+        threshold=plan.threshold,
+    )

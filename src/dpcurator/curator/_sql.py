@@ -25,7 +25,7 @@ Examples
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +36,23 @@ from sqlglot.errors import ParseError, TokenError
 from dpcurator.curator._table import Table, check_bins
 from dpcurator.errors import InvalidParameterError, QueryError
 
-__all__ = ["AGGREGATES", "Aggregate", "ParsedQuery", "parse_query"]
+__all__ = [
+    "AGGREGATES",
+    "MAX_LITERAL_CHARS",
+    "MAX_QUERY_CHARS",
+    "MAX_QUERY_DEPTH",
+    "Aggregate",
+    "ParsedQuery",
+    "output_columns",
+    "parse_query",
+]
+
+MAX_QUERY_CHARS = 20_000
+"""Longest query text accepted (characters)."""
+MAX_QUERY_DEPTH = 64
+"""Deepest nesting accepted: of parentheses in the text, and of the parsed syntax tree."""
+MAX_LITERAL_CHARS = 1_000
+"""Longest string literal or identifier accepted (characters)."""
 
 AGGREGATES = (
     "count",
@@ -223,6 +239,22 @@ def _literal_number(node: exp.Expr, what: str) -> float:
     return number
 
 
+def _position(node: exp.Expr, clause: str, count: int) -> int | None:
+    """The 1-based SELECT position a number literal in GROUP BY / ORDER BY names, else None."""
+    if not isinstance(node, exp.Literal) or node.is_string:
+        return None
+    text = str(node.this)
+    if not text.isdigit() or len(text) > 6:
+        raise _refuse(
+            f"{clause} {text}: a position must be a whole number between 1 and {count} "
+            "(the number of SELECT items)."
+        )
+    position = int(text)
+    if not 1 <= position <= count:
+        raise _refuse(f"{clause} {position}: there is no SELECT item {position}.")
+    return position
+
+
 def _quantile_level(node: exp.Expr | None, text: str) -> float:
     if node is None:
         raise _refuse(f"{text}: give the quantile level, e.g. QUANTILE(income, 0.9).")
@@ -378,10 +410,8 @@ def _group_keys(select: exp.Select, query: _Context, aliases: dict[str, exp.Expr
     items = list(select.expressions)
     for node in group.expressions:
         target = node
-        if isinstance(node, exp.Literal) and not node.is_string:
-            position = int(float(node.this))
-            if not 1 <= position <= len(items):
-                raise _refuse(f"GROUP BY {position}: there is no SELECT item {position}.")
+        position = _position(node, "GROUP BY", len(items))
+        if position is not None:
             target = items[position - 1]
             target = target.this if isinstance(target, exp.Alias) else target
         elif (
@@ -440,10 +470,7 @@ def parse_query(text: str, tables: Mapping[str, Table]) -> ParsedQuery:
         raise InvalidParameterError("query", text, "must be an SQL string")
     if not text.strip():
         raise QueryError("The query is empty: write SELECT <aggregates> FROM <table> ...")
-    try:
-        statements = [s for s in sqlglot.parse(text, dialect="duckdb") if s is not None]
-    except (ParseError, TokenError) as error:
-        raise QueryError(f"The query is not valid SQL: {error}") from None
+    statements = _parse(text)
     if len(statements) != 1:
         raise QueryError(f"Give exactly one SELECT statement, got {len(statements)} statements.")
     select = statements[0]
@@ -486,6 +513,11 @@ def parse_query(text: str, tables: Mapping[str, Table]) -> ParsedQuery:
     for node in select.walk():
         if node is not select and isinstance(node, exp.Select | exp.Subquery | exp.SetOperation):
             raise QueryError("Subqueries and set operations are not supported.")
+        if isinstance(node, exp.TableSample):
+            raise QueryError(
+                "TABLESAMPLE / USING SAMPLE is not supported: the curator answers over all rows "
+                "(a sample of the rows would need its own privacy analysis)."
+            )
         if isinstance(node, exp.Window):
             raise QueryError("Window functions are not supported.")
 
@@ -524,20 +556,22 @@ def parse_query(text: str, tables: Mapping[str, Table]) -> ParsedQuery:
         raise QueryError("HISTOGRAM must be the only aggregate of its query.")
     for key in keys:
         key_names.setdefault(key, key)
-    if histograms:
-        bin_name = f"{histograms[0].column}_bin"
-        if bin_name in key_names.values():
-            raise QueryError(f"Output column {bin_name!r} would appear twice.")
     names = [key_names[n] if kind == "key" else n for kind, n in outputs]
     extra_keys = [
         key_names[k] for k in keys if k not in {n for kind, n in outputs if kind == "key"}
     ]
     all_names = names + extra_keys
-    repeated = sorted({n for n in all_names if all_names.count(n) > 1})
+    released = output_columns(
+        [key_names[k] for k in keys],
+        [a.alias for a in aggregates],
+        histograms[0].column if histograms else None,
+    )
+    repeated = sorted({n.lower() for n in released if _count_folded(released, n) > 1})
     if repeated:
         raise QueryError(
-            f"Output column name(s) {', '.join(map(repr, repeated))} appear twice: give aliases "
-            "with AS."
+            f"Output column name(s) {', '.join(map(repr, repeated))} would appear twice in the "
+            "released table (each aggregate also releases <name>_std, <name>_ci_low and "
+            "<name>_ci_high): give other aliases with AS."
         )
     where = select.args.get("where")
     where_expr = _check_where(where.this, query) if where is not None else None
@@ -556,6 +590,90 @@ def parse_query(text: str, tables: Mapping[str, Table]) -> ParsedQuery:
     )
 
 
+def output_columns(
+    keys: Sequence[str], aliases: Sequence[str], histogram: str | None
+) -> list[str]:
+    """Every column of the released table: group keys, a histogram's bin, each aggregate's four.
+
+    >>> output_columns(["state"], ["n"], None)
+    ['state', 'n', 'n_std', 'n_ci_low', 'n_ci_high']
+    """
+    out = list(keys)
+    if histogram is not None:
+        out.append(f"{histogram}_bin")
+    for alias in aliases:
+        out += [alias, f"{alias}_std", f"{alias}_ci_low", f"{alias}_ci_high"]
+    return out
+
+
+def _count_folded(names: Sequence[str], name: str) -> int:
+    return sum(1 for n in names if n.lower() == name.lower())
+
+
+def _parse(text: str) -> list[exp.Expr]:
+    """Parse one statement, within the size, nesting and literal bounds (else refuse)."""
+    if len(text) > MAX_QUERY_CHARS:
+        raise QueryError(
+            f"The query has {len(text)} characters, more than {MAX_QUERY_CHARS}: write a "
+            "shorter query."
+        )
+    depth = _paren_depth(text)
+    if depth > MAX_QUERY_DEPTH:
+        raise QueryError(
+            f"The query nests parentheses {depth} deep, more than {MAX_QUERY_DEPTH}: simplify it."
+        )
+    failure = None
+    try:
+        statements = [s for s in sqlglot.parse(text, dialect="duckdb") if s is not None]
+    except (ParseError, TokenError) as error:
+        failure = f"The query is not valid SQL: {str(error)[:500]}"
+    except RecursionError:
+        failure = f"The query nests more than {MAX_QUERY_DEPTH} levels deep: simplify it."
+    if failure is not None:
+        raise QueryError(failure)
+    for statement in statements:
+        _check_tree(statement)
+    return statements
+
+
+def _paren_depth(text: str) -> int:
+    """Deepest nesting of parentheses outside quoted strings and identifiers."""
+    deepest = depth = 0
+    quote: str | None = None
+    for char in text:
+        if quote is not None:
+            if char == quote:
+                quote = None
+        elif char in "'\"":
+            quote = char
+        elif char == "(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char == ")":
+            depth -= 1
+    return deepest
+
+
+def _check_tree(root: exp.Expr) -> None:
+    """Refuse trees deeper than MAX_QUERY_DEPTH and literals longer than MAX_LITERAL_CHARS."""
+    stack: list[tuple[exp.Expr, int]] = [(root, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_QUERY_DEPTH:
+            raise QueryError(
+                f"The query nests more than {MAX_QUERY_DEPTH} levels deep (operators, NOTs, "
+                "parentheses): simplify it."
+            )
+        if isinstance(node, exp.Literal | exp.Identifier) and len(str(node.this)) > (
+            MAX_LITERAL_CHARS
+        ):
+            raise QueryError(
+                f"The query has a literal or name of {len(str(node.this))} characters, more "
+                f"than {MAX_LITERAL_CHARS}."
+            )
+        stack.extend((child, depth + 1) for child in node.iter_expressions())
+
+
 def _order_by(
     select: exp.Select, all_names: list[str], names: list[str]
 ) -> tuple[tuple[str, bool], ...]:
@@ -565,10 +683,8 @@ def _order_by(
     out: list[tuple[str, bool]] = []
     for ordered in order.expressions:
         node = ordered.this
-        if isinstance(node, exp.Literal) and not node.is_string:
-            position = int(float(node.this))
-            if not 1 <= position <= len(names):
-                raise QueryError(f"ORDER BY {position}: there is no SELECT item {position}.")
+        position = _position(node, "ORDER BY", len(names))
+        if position is not None:
             name = names[position - 1]
         elif isinstance(node, exp.Column) and not node.table and node.name in all_names:
             name = node.name

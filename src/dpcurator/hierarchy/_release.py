@@ -43,7 +43,7 @@ from numpy.typing import NDArray
 from sqlglot import exp
 
 from dpcurator.accounting import Budget, PrivacyEvent
-from dpcurator.curator import Session
+from dpcurator.curator import DuckDBEngine
 from dpcurator.errors import InternalError, InvalidParameterError
 from dpcurator.hierarchy._domains import MAX_COUNT
 from dpcurator.hierarchy._noise import LevelNoise, NoisyLevels, add_level_noise
@@ -130,9 +130,9 @@ def _run_rollup(spec: HierarchySpec) -> tuple[dict[str, NDArray[Any]], int]:
     # The curator's engine reads the declared source (Parquet, CSV, DuckDB, in-memory) and
     # runs the count as the steward's trusted, noiseless statement.
     table = spec.table
-    with Session(table, Budget.unlimited(), ledger=":memory:") as session:
+    with DuckDBEngine(table) as engine:
         sql, keys = _rollup_sql(spec, "{rows}")
-        result = session.exact(table.name, sql)
+        result = engine.exact(table.name, sql)
     return {name: _plain(values) for name, values in result.items()}, keys
 
 
