@@ -13,7 +13,7 @@ import pytest
 
 from dpcurator import BudgetExceededError, InvalidParameterError, QueryError
 from dpcurator.accounting import Budget
-from dpcurator.curator import DuckDBEngine, Column, Ledger, Session, Table, read_declaration
+from dpcurator.curator import Column, DuckDBEngine, Ledger, Session, Table, read_declaration
 from dpcurator.datasets import load_cps
 from dpcurator.noise import InsecureSeededSource
 from tests.curator.conftest import STATES, open_session, people_frame, people_table

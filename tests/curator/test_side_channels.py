@@ -39,7 +39,9 @@ HOUSEHOLDS = pd.DataFrame(
         "age": [30, 40, 50, 61, 70, 80],
     }
 )
-PROBE = "SELECT COUNT(*) FROM people WHERE CASE WHEN hh = 4 THEN CAST(name AS INTEGER) ELSE 0 END = 0"
+PROBE = (
+    "SELECT COUNT(*) FROM people WHERE CASE WHEN hh = 4 THEN CAST(name AS INTEGER) ELSE 0 END = 0"
+)
 
 
 def _table(frame: pd.DataFrame, **columns: Column) -> Table:
@@ -79,7 +81,7 @@ def _neighbours() -> Iterator[pd.DataFrame]:
     yield HOUSEHOLDS[HOUSEHOLDS.hh != 4].reset_index(drop=True)
 
 
-# -- finding 1: data in error messages ---------------------------------------------------------
+# -- finding 1: data in error messages ------------------------------------------------------------
 def test_a_filter_failing_on_one_row_reveals_nothing_on_either_neighbour() -> None:
     # Before: DuckDB's "Could not convert string 'erin' to INT32" reached the analyst, and the
     # failure itself was a noiseless bit about household 4. Now the filter has TRY semantics:
@@ -117,14 +119,14 @@ def test_the_cli_prints_no_engine_text(tmp_path: Path) -> None:
     toml = tmp_path / "people.toml"
     toml.write_text(
         '[table]\nname = "people"\nsource = "people.parquet"\nprivacy_unit = "hh"\n'
-        '[budget]\nepsilon = 1.0\n[columns.name]\n[columns.age]\nlower = 0\nupper = 120\n'
+        "[budget]\nepsilon = 1.0\n[columns.name]\n[columns.age]\nlower = 0\nupper = 120\n"
     )
     result = CliRunner().invoke(app, ["query", "--table", str(toml), "--epsilon", "0.01", PROBE])
     assert result.exit_code == 0, result.output
     assert "erin" not in result.output and "Conversion" not in result.output
 
 
-# -- finding 2: a failure racing a budget refusal ------------------------------------------------
+# -- finding 2: a failure racing a budget refusal -------------------------------------------------
 def test_a_query_over_budget_reads_nothing_and_has_no_chain(tmp_path: Path) -> None:
     path = tmp_path / "ledger.sqlite"
     with _session(_table(HOUSEHOLDS), path) as analyst, _session(_table(HOUSEHOLDS), path) as other:
@@ -139,7 +141,7 @@ def test_a_query_over_budget_reads_nothing_and_has_no_chain(tmp_path: Path) -> N
         assert "erin" not in str(caught.value)
 
 
-# -- finding 3: fixed-point sums with a float midpoint -----------------------------------------------
+# -- finding 3: fixed-point sums with a float midpoint --------------------------------------------
 @pytest.mark.parametrize(
     ("lower", "upper"),
     [(2.0**53, 2.0**53 + 2), (1e15, 1e15 + 0.125), (-(2.0**60), 2.0**60 + 2**10)],
@@ -160,7 +162,7 @@ def test_one_row_moves_a_centred_sum_by_at_most_its_charge(lower: float, upper: 
                     assert abs(int(exact.columns[m.result][0])) <= m.units, (m.kind, value)
 
 
-# -- finding 4: release order of discovered groups ---------------------------------------------------
+# -- finding 4: release order of discovered groups ------------------------------------------------
 def test_discovered_groups_come_back_sorted_whatever_the_engine_order() -> None:
     many = pd.DataFrame({"hh": range(400), "city": ["b"] * 200 + ["a"] * 200})
     flipped = pd.concat([many.iloc[200:], many.iloc[:200]], ignore_index=True)
@@ -175,7 +177,7 @@ def test_discovered_groups_come_back_sorted_whatever_the_engine_order() -> None:
     assert orders == [["a", "b"], ["a", "b"]]
 
 
-# -- finding 5: budgets an analyst can reset -------------------------------------------------------
+# -- finding 5: budgets an analyst can reset ------------------------------------------------------
 def test_the_query_command_takes_no_ledger_location() -> None:
     from typer.testing import CliRunner
 
@@ -196,7 +198,7 @@ def test_a_declared_budget_must_be_finite(tmp_path: Path) -> None:
         read_declaration(toml)
 
 
-# -- finding 6: budget arithmetic in floats ------------------------------------------------------------
+# -- finding 6: budget arithmetic in floats -------------------------------------------------------
 def test_spent_never_exceeds_the_budget_by_an_ulp(tmp_path: Path) -> None:
     with Ledger(tmp_path / "ledger.sqlite", budget=Budget(1.0)) as ledger:
         ledger.record("everything", [PureDPEvent(1.0)])
@@ -208,7 +210,7 @@ def test_spent_never_exceeds_the_budget_by_an_ulp(tmp_path: Path) -> None:
         assert refused == 11 and len(ledger.entries()) == 1
 
 
-# -- finding 7: sums fetched as float64 ----------------------------------------------------------------
+# -- finding 7: sums fetched as float64 -----------------------------------------------------------
 def test_integer_sums_come_back_exact() -> None:
     with _session(_table(HOUSEHOLDS)) as session:
         columns = session._engine.run("SELECT CAST(9663677489741823 AS HUGEINT) AS s")
@@ -219,7 +221,7 @@ def test_integer_sums_come_back_exact() -> None:
         assert int(exact.columns[sum_m.result][0]) == 9663677489741823
 
 
-# -- finding 8: failures that do not depend on the data, refused before reading -----------------------
+# -- finding 8: failures that do not depend on the data, refused before reading -------------------
 @pytest.mark.parametrize(
     ("query", "epsilon"),
     [
@@ -244,7 +246,7 @@ def test_bounds_out_of_the_fixed_point_range_are_refused(lower: float, upper: fl
         Column("x", lower=lower, upper=upper)
 
 
-# -- finding 9: raw Python exceptions ----------------------------------------------------------------
+# -- finding 9: raw Python exceptions -------------------------------------------------------------
 @pytest.mark.parametrize(
     "query",
     [
@@ -271,7 +273,7 @@ def test_odd_epsilons_get_a_parameter_error_naming_the_value(epsilon: object) ->
         assert "got 0.0" not in str(caught.value)
 
 
-# -- finding 10: silent wrong answers ---------------------------------------------------------------
+# -- finding 10: silent wrong answers -------------------------------------------------------------
 @pytest.mark.parametrize(
     "query",
     [
@@ -291,9 +293,11 @@ def test_queries_that_were_answered_wrongly_are_refused(query: str) -> None:
 
 
 def test_epsilon_too_small_says_what_was_given() -> None:
-    with _session(_table(HOUSEHOLDS)) as session:
-        with pytest.raises(InvalidParameterError, match="5e-324"):
-            session.sql("SELECT COUNT(*) FROM people", epsilon=5e-324)
+    with (
+        _session(_table(HOUSEHOLDS)) as session,
+        pytest.raises(InvalidParameterError, match="5e-324"),
+    ):
+        session.sql("SELECT COUNT(*) FROM people", epsilon=5e-324)
 
 
 def test_released_values_are_integers_of_the_noise_grid() -> None:

@@ -5,7 +5,13 @@ from __future__ import annotations
 from dpcurator import noise
 
 DOCUMENTED = [
+    "ENCODING_KINDS",
+    "FixedPointEncoding",
+    "FixedPointRange",
     "InsecureSeededSource",
+    "MAX_ENCODING_BITS",
+    "MAX_MAGNITUDE",
+    "MIN_WIDTH",
     "RandomSource",
     "SecureRandomSource",
     "bernoulli",
@@ -13,8 +19,12 @@ DOCUMENTED = [
     "default_source",
     "discrete_gaussian",
     "discrete_laplace",
+    "floor_log2",
     "from_grid",
+    "grid_exponent",
+    "pow2",
     "resolve_source",
+    "secret_bytes",
     "to_grid",
     "uniform_integers",
 ]

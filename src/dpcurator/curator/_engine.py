@@ -221,7 +221,7 @@ class DuckDBEngine:
         return dict(self._tables)
 
     def relation(self, table: str) -> str:
-        """The SQL name under which ``table``'s rows are registered."""
+        """Return the SQL name under which ``table``'s rows are registered."""
         if table not in self._relations:
             raise InvalidParameterError(
                 "table", table, f"is not declared; declared: {', '.join(sorted(self._tables))}"
@@ -311,4 +311,3 @@ class DuckDBEngine:
 
     def __repr__(self) -> str:
         return f"DuckDBEngine(tables={list(self._tables)})"
-

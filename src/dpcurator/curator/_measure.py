@@ -52,8 +52,11 @@ def _key_tuples(
 
 
 def _canonical(value: Any) -> Any:
-    """One representative per group key: ``-0.0`` and ``0.0`` group together, and which one
-    the engine returns depends on the rows; every NaN likewise."""
+    """Return one representative per group key value.
+
+    ``-0.0`` and ``0.0`` group together, and which one the engine returns depends on the rows;
+    every NaN likewise.
+    """
     if isinstance(value, float):
         if math.isnan(value):
             return math.nan
@@ -62,7 +65,7 @@ def _canonical(value: Any) -> Any:
 
 
 def key_order(key: tuple[Any, ...]) -> tuple[tuple[int, Any], ...]:
-    """A total order on group keys of mixed types (NULL first, then NaN, numbers, text ...).
+    """Return a total order on group keys of mixed types (NULL first, then NaN, numbers, text ...).
 
     Released groups are sorted by it, so that their order is a function of the released keys
     alone, never of the engine's output order (which follows the data).

@@ -41,7 +41,8 @@ from dpcurator.curator._sql import ParsedQuery
 from dpcurator.curator._table import MAX_DOMAIN, Column, Table
 from dpcurator.errors import InvalidParameterError, QueryError
 from dpcurator.mechanisms import geometric_mechanism
-from dpcurator.noise import InsecureSeededSource
+from dpcurator.noise import FixedPointRange, InsecureSeededSource, floor_log2
+from dpcurator.noise._fixed_point import EncodingKind
 
 __all__ = ["KeySpec", "Measurement", "Plan", "ValueSpec", "make_plan"]
 
@@ -56,6 +57,11 @@ MAX_EPSILON = 2.0**20
 _SUM_BITS = 30
 _SQUARE_BITS = 24
 _MAX_NOISE_BITS = 36
+_ENCODINGS: dict[str, EncodingKind] = {
+    "centered_sum": "centred",
+    "centered_squares": "squares",
+    "sum": "raw",
+}
 _SUM_CLAMP = 2**62
 """Integer sums are clamped into ``[-2**62, 2**62]`` in the engine (a 1-Lipschitz map of the
 sum, so no sensitivity changes), so that they and their noise fit int64 exactly."""
@@ -113,7 +119,7 @@ class KeySpec:
 
 @dataclass(frozen=True)
 class ValueSpec:
-    """A numeric column the plan aggregates, clamped into its bounds."""
+    """A numeric column the plan aggregates, clamped into its bounds (held exactly)."""
 
     column: str
     alias: str
@@ -122,29 +128,24 @@ class ValueSpec:
     nullable: bool
 
     @property
-    def exact_mid(self) -> Fraction:
-        """Midpoint of the bounds, exactly."""
-        return (Fraction(self.lower) + Fraction(self.upper)) / 2
-
-    @property
-    def exact_half(self) -> Fraction:
-        """Half-width of the bounds, exactly."""
-        return (Fraction(self.upper) - Fraction(self.lower)) / 2
+    def range(self) -> FixedPointRange:
+        """The declared bounds as an exact range: sensitivities and grids come from it."""
+        return FixedPointRange.from_bounds(self.lower, self.upper, name=self.column)
 
     @property
     def mid(self) -> float:
         """The float nearest the midpoint: for post-processing only, never for sensitivity."""
-        return float(self.exact_mid)
+        return self.range.mid_float
 
     @property
     def half(self) -> float:
         """The float nearest the half-width (post-processing only)."""
-        return float(self.exact_half)
+        return self.range.half_float
 
     @property
     def magnitude(self) -> float:
-        """``max(|L|, |U|)``."""
-        return max(abs(self.lower), abs(self.upper))
+        """``max(|L|, |U|)`` as the nearest float (post-processing only)."""
+        return self.range.magnitude_float
 
 
 @dataclass(frozen=True)
@@ -322,7 +323,7 @@ def _needs(query: ParsedQuery, selection: bool, contribution: _Contribution) -> 
 
 def _bits(base: int, rows: int, epsilon: float) -> int:
     """Fixed-point bits per value: fine, but keeping the noise below ``2**36`` grid units."""
-    room = math.floor(math.log2(epsilon / rows)) + _MAX_NOISE_BITS
+    room = floor_log2(Fraction(epsilon) / rows) + _MAX_NOISE_BITS
     bits = min(base, room)
     if bits < 8:
         raise InvalidParameterError(
@@ -481,15 +482,14 @@ def make_plan(query: ParsedQuery, *, epsilon: float, delta: float = 0.0) -> Plan
                 spec = by_column[col]
                 base = _SQUARE_BITS if kind == "centered_squares" else _SUM_BITS
                 bits = _bits(base, rows_l1, share)
-                units = rows_l1 * 2**bits
+                encoding = spec.range.encoding(bits, _ENCODINGS[kind])
+                units = rows_l1 * encoding.row_units
+                unit_value = float(encoding.unit)
                 if kind == "centered_squares":
-                    unit_value = spec.half**2 / 2.0**bits
                     name, result = f"SUM(({col} - {spec.mid:g})^2)", f"__q_{alias}"
                 elif kind == "centered_sum":
-                    unit_value = spec.half / 2.0**bits
                     name, result = f"SUM({col} - {spec.mid:g})", f"__s_{alias}"
                 else:
-                    unit_value = spec.magnitude / 2.0**bits
                     name, result = f"SUM({col})", f"__d_{alias}"
         event = _predicted_event(units, share)
         scale = float(getattr(event, "scale"))  # noqa: B009 - a DiscreteLaplaceEvent
@@ -590,21 +590,32 @@ def _bin_expression(column: str, edges: Sequence[float]) -> str:
     return f"CASE {cases} ELSE {len(edges) - 2} END" if cases else "0"
 
 
-def _fixed_point(expression: str, scale: float, bits: int, *, signed: bool = True) -> str:
-    """Sum of the per-row integers ``round(expression * scale)``, each clamped in integers.
+def _fixed_point(value: ValueSpec, kind: str, bits: int) -> str:
+    """Exact integer sum of the rows' fixed-point indices (the rule of :mod:`dpcurator.noise`).
 
-    The float computation of a row's integer may err (a midpoint or a scale that is not a
-    float, rounding of large values); the integer clamp into ``[-2**bits, 2**bits]`` (or
-    ``[0, 2**bits]``) is exact, so such errors cost accuracy only, never sensitivity: one row
-    moves the sum by at most ``2**bits`` whatever the floats did. The sum is exact (HUGEINT),
-    then clamped into ``[-2**62, 2**62]`` (1-Lipschitz: the sensitivity is unchanged).
+    Each row's index is the encoding's float expression, rounded and then clamped *in integers*
+    into ``[min_index, max_index]``: floating-point error (a midpoint or a multiplier that is not
+    a float, the engine's arithmetic) can cost accuracy, never sensitivity, since one row moves
+    the sum by at most ``2**bits`` whatever the floats did. The sum is exact (HUGEINT), then
+    clamped into ``[-2**62, 2**62]`` (a 1-Lipschitz map: the sensitivity is unchanged).
     """
-    top = 2**bits
-    low = -top if signed else 0
-    # COALESCE first: DuckDB's LEAST/GREATEST skip NULLs, so a NULL would become a bound.
-    # A NULL row adds nothing to a SUM, and the sum of no rows is 0, as 0 does.
-    row = f"COALESCE(CAST(ROUND({expression} * {_number(scale)}) AS BIGINT), 0)"
-    total = f"COALESCE(SUM(LEAST(GREATEST({row}, {low}), {top})), 0)"
+    enc = value.range.encoding(bits, _ENCODINGS[kind])
+    x = value.alias
+    scaled = f"(({x} - {_number(enc.offset)}) * {_number(enc.multiplier)} - {_number(enc.shift)})"
+    if kind == "sum":
+        expression = f"({x} * {_number(enc.multiplier)})"
+    elif kind == "centered_squares":
+        expression = f"({scaled} * {scaled} * {_number(2.0**-bits)})"
+    else:
+        expression = scaled
+    # Clamp in floats to the exact float bounds first (the cast cannot overflow), then in
+    # integers; COALESCE first: DuckDB's LEAST/GREATEST skip NULLs, so a NULL would become a
+    # bound. A NULL row adds nothing to a SUM, and the sum of no rows is 0, as 0 does.
+    low, high = _number(enc.min_index), _number(enc.max_index)
+    clamped = f"LEAST(GREATEST(COALESCE({expression}, 0.0), {low}), {high})"
+    rounded = f"CAST(ROUND({clamped}) AS BIGINT)"
+    row = f"LEAST(GREATEST({rounded}, {enc.min_index}), {enc.max_index})"
+    total = f"COALESCE(SUM({row}), 0)"
     return f"LEAST(GREATEST({total}, {-_SUM_CLAMP}), {_SUM_CLAMP})"
 
 
@@ -760,19 +771,7 @@ def _render(
         elif m.kind == "count_column":
             aggregates.append(f"COUNT({m.result.removeprefix('__c_')}) AS {m.result}")
         else:
-            value = by_column[str(m.column)]
-            x, mid, half = value.alias, _number(value.mid), _number(value.half)
-            scale = 2.0**m.bits
-            if m.kind == "centered_sum":
-                expression = _fixed_point(f"(({x} - {mid}) / {half})", scale, m.bits)
-            elif m.kind == "centered_squares":
-                expression = _fixed_point(
-                    f"POW(({x} - {mid}) / {half}, 2)", scale, m.bits, signed=False
-                )
-            else:
-                expression = _fixed_point(
-                    f"({x} / {_number(value.magnitude)})", scale, m.bits
-                )
+            expression = _fixed_point(by_column[str(m.column)], m.kind, m.bits)
             aggregates.append(f"{expression} AS {m.result}")
     with_clause = "WITH " + ",\n  ".join(ctes)
     group = f" GROUP BY {', '.join(key_aliases)}" if key_aliases else ""

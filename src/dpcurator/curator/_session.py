@@ -55,6 +55,7 @@ chosen adaptively (fully adaptive composition, Rogers et al. 2016), basic compos
 for such a sequence up to the first few dozen queries; ``"zcdp"`` (also fully adaptive) is
 tighter for long sessions of many small queries without partition selection."""
 
+
 def _default_ledger(tables: Mapping[str, Table]) -> str:
     for table in tables.values():
         if table.path is not None:
@@ -189,6 +190,7 @@ class Session:
             chosen,
             accountant=declaration.accountant,
             ledger=declaration.ledger_path if ledger is None else ledger,
+            ledger_key=declaration.ledger_key,
             source=source,
             confidence=confidence,
         )
@@ -256,7 +258,14 @@ class Session:
                     "shown because it could depend on the data."
                 )
             table, intervals = released
-        return _release(plan, entry, table, intervals, statements[0], self._confidence)
+        return _release(
+            plan,
+            entry,
+            table=table,
+            intervals=intervals,
+            bounded_sql=statements[0],
+            confidence=self._confidence,
+        )
 
     def query(self, table: str) -> QueryBuilder:
         """Start a query on ``table`` with the builder (see :class:`QueryBuilder`)."""
@@ -326,13 +335,14 @@ def _answer(
     try:
         exact = fetch(plan, session._engine.run, *statements)
         return compute(plan, exact, source=session._source, confidence=session._confidence)
-    except Exception:  # noqa: BLE001 - any failure after reading is reported the same way
+    except Exception:  # any failure after reading is reported the same way
         return None
 
 
 def _release(
     plan: Plan,
     entry: LedgerEntry,
+    *,
     table: pd.DataFrame,
     intervals: Mapping[str, str],
     bounded_sql: str,

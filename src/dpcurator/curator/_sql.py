@@ -240,7 +240,7 @@ def _literal_number(node: exp.Expr, what: str) -> float:
 
 
 def _position(node: exp.Expr, clause: str, count: int) -> int | None:
-    """The 1-based SELECT position a number literal in GROUP BY / ORDER BY names, else None."""
+    """Return the SELECT position (1-based) a number in GROUP BY / ORDER BY names, or None."""
     if not isinstance(node, exp.Literal) or node.is_string:
         return None
     text = str(node.this)
@@ -590,9 +590,7 @@ def parse_query(text: str, tables: Mapping[str, Table]) -> ParsedQuery:
     )
 
 
-def output_columns(
-    keys: Sequence[str], aliases: Sequence[str], histogram: str | None
-) -> list[str]:
+def output_columns(keys: Sequence[str], aliases: Sequence[str], histogram: str | None) -> list[str]:
     """Every column of the released table: group keys, a histogram's bin, each aggregate's four.
 
     >>> output_columns(["state"], ["n"], None)

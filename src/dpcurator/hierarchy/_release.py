@@ -42,7 +42,7 @@ import numpy as np
 from numpy.typing import NDArray
 from sqlglot import exp
 
-from dpcurator.accounting import Budget, PrivacyEvent
+from dpcurator.accounting import PrivacyEvent
 from dpcurator.curator import DuckDBEngine
 from dpcurator.errors import InternalError, InvalidParameterError
 from dpcurator.hierarchy._domains import MAX_COUNT

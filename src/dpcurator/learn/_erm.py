@@ -43,7 +43,6 @@ from dpcurator.learn._erm_noise import (
     Neighbours,
     Noise,
     changed_examples,
-    grid_bits,
     row_count,
     vector_laplace,
     vector_laplace_cost,
@@ -60,7 +59,7 @@ from dpcurator.learn._losses import (
 from dpcurator.learn._objective import objective_perturbation
 from dpcurator.learn._solver import PerturbedModel, solve_erm, solver_tolerance
 from dpcurator.mechanisms import gaussian_mechanism
-from dpcurator.noise import RandomSource, from_grid, to_grid
+from dpcurator.noise import RandomSource, from_grid, grid_exponent, to_grid
 
 __all__ = [
     "ERMLoss",
@@ -281,7 +280,7 @@ def output_perturbation(
             raise InvalidParameterError("epsilon", epsilon, "is too small for output perturbation")
         scale = stacked_sensitivity / eps_b
         noisy = thetas + vector_laplace(thetas.size, scale, source)
-        bits = grid_bits(scale, 20)  # a public grid 2**20 times finer than the noise
+        bits = grid_exponent(scale, 20)  # a public grid 2**20 times finer than the noise
         released = np.asarray(from_grid(to_grid(noisy, bits), bits), dtype=np.float64)
         std = scale * math.sqrt(thetas.size + 1.0)
         event = rows.with_release(PureDPEvent(epsilon=eps_release))

@@ -10,8 +10,10 @@ r"""Noise of the ERM mechanisms, built from the exact samplers of :mod:`dpcurato
   the cost of its approximation (:func:`vector_laplace_cost`);
 - :func:`staircase_gaussian`: a continuous "staircase" Gaussian, :math:`g(K + V)` with ``K``
   discrete Gaussian and ``V`` uniform in a cell, the noise of (epsilon, delta) objective
-  perturbation;
-- :func:`grid_bits`: the exponent of a public grid a given factor finer than a scale.
+  perturbation.
+
+Public grids (of the released models and of the staircase noise) are chosen by the one exact rule
+of :func:`dpcurator.noise.grid_exponent`, with each caller's own precision.
 
 No floating-point inversion of a CDF: every draw is an integer from an exact sampler, or a
 uniform offset within a cell of ``2**-52``.
@@ -46,7 +48,6 @@ __all__ = [
     "Noise",
     "RowCount",
     "changed_examples",
-    "grid_bits",
     "row_count",
     "staircase_gaussian",
     "vector_laplace",
@@ -153,18 +154,6 @@ _VECTOR_BITS = 36
 
 _UNIFORM_BITS = 52
 """Uniform offsets are drawn on the mid-points of ``2**52`` cells."""
-
-
-def grid_bits(bound: float, precision: int) -> int:
-    """``k`` with ``2**-k`` the largest power of two ``<= bound * 2**-precision``.
-
-    Examples
-    --------
-    >>> grid_bits(1.0, 20)
-    20
-    """
-    _, exponent = math.frexp(bound)
-    return precision - (exponent - 1)
 
 
 def _centred_uniform(size: int, source: RandomSource | None) -> NDArray[np.float64]:

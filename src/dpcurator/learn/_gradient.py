@@ -42,11 +42,11 @@ from dpcurator.accounting import (
 )
 from dpcurator.errors import InvalidParameterError
 from dpcurator.learn._bounds import clip_rows
-from dpcurator.learn._erm_noise import Neighbours, changed_examples, grid_bits
+from dpcurator.learn._erm_noise import Neighbours, changed_examples
 from dpcurator.learn._losses import ERMLoss
 from dpcurator.learn._solver import PerturbedModel
 from dpcurator.mechanisms import discrete_gaussian_mechanism
-from dpcurator.noise import RandomSource
+from dpcurator.noise import RandomSource, grid_exponent
 
 __all__ = [
     "GRADIENT_COUNT_SHARE",
@@ -284,7 +284,7 @@ def gradient_perturbation(
         if max_grad_norm is None
         else check_positive(max_grad_norm, "max_grad_norm")
     )
-    bits = grid_bits(zeta / math.sqrt(size), GRADIENT_GRID_BITS)
+    bits = grid_exponent(zeta, GRADIENT_GRID_BITS, coordinates=size)
     sensitivity = gradient_grid_sensitivity(zeta, size, bits, neighbours=neighbours)
     total_steps = len(problems) * count_steps
     z, z_count = _calibrate(epsilon, delta, total_steps, neighbours)

@@ -41,7 +41,6 @@ from dpcurator.learn._erm_noise import (
     Neighbours,
     Noise,
     changed_examples,
-    grid_bits,
     row_count,
     staircase_gaussian,
     vector_laplace,
@@ -50,7 +49,7 @@ from dpcurator.learn._erm_noise import (
 from dpcurator.learn._losses import ERMLoss
 from dpcurator.learn._solver import PerturbedModel, solve_erm, solver_tolerance
 from dpcurator.mechanisms import laplace_mechanism
-from dpcurator.noise import RandomSource
+from dpcurator.noise import RandomSource, grid_exponent
 
 __all__ = ["JACOBIAN_SHARE", "SLACK_FRACTION", "LossFactory", "objective_perturbation"]
 
@@ -183,7 +182,7 @@ def plan_objective(
     # bound below without its grid terms), then the grid.
     a, c = changed * cross * t_a, (changed * zeta) ** 2 / 2.0
     sigma = 2.0 * c / (-a + math.sqrt(a * a + 4.0 * c * eps_noise))
-    g = math.ldexp(1.0, -grid_bits(sigma, _STAIRCASE_BITS))
+    g = math.ldexp(1.0, -grid_exponent(sigma, _STAIRCASE_BITS))
     while (
         gaussian_loss_bound(
             sigma, g, zeta=zeta, cross=cross, size=size, t_a=t_a, u_b=u_b, changed=changed

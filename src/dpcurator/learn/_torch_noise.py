@@ -59,12 +59,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from fractions import Fraction
 
 import torch
 
 from dpcurator._validation import check_integer, check_positive
 from dpcurator.errors import InvalidParameterError
-from dpcurator.noise import RandomSource, discrete_gaussian, resolve_source, uniform_integers
+from dpcurator.noise import (
+    RandomSource,
+    discrete_gaussian,
+    floor_log2,
+    grid_exponent,
+    resolve_source,
+    uniform_integers,
+)
 
 __all__ = [
     "GRID_PRECISION_BITS",
@@ -106,6 +114,8 @@ def grid_bits(clip_norm: float, dimension: int) -> int:
     rounded rows exactly), ``k`` is lowered to keep ``C 2**k <= 2**22`` as long as
     ``C 2**k >= 2**10 sqrt(d)`` still holds (rounding cost below ``2**-11``); beyond that (more
     than about ``2**24`` coordinates) the preferred grid is kept and the sums run in float64.
+    Both exponents are computed exactly (:func:`dpcurator.noise.grid_exponent`,
+    :func:`dpcurator.noise.floor_log2`: no rounded ``sqrt(d)`` or ``log2``).
 
     Parameters
     ----------
@@ -127,28 +137,15 @@ def grid_bits(clip_norm: float, dimension: int) -> int:
     """
     c = check_positive(clip_norm, "clip_norm")
     d = check_integer(dimension, "dimension", minimum=1)
-    preferred = _bits_for(c, d, GRID_PRECISION_BITS)
-    cap = math.floor(math.log2(_FLOAT32_UNIT / c))
-    while math.ldexp(c, cap) > _FLOAT32_UNIT:  # float log2 may be off by one
-        cap -= 1
-    while math.ldexp(c, cap + 1) <= _FLOAT32_UNIT:
-        cap += 1
+    # Exact (dpcurator.noise.grid_exponent): the smallest k with C 2**k >= 2**p sqrt(d) is the
+    # k with 2**-k the largest power of two <= (C / sqrt(d)) 2**-p.
+    preferred = grid_exponent(c, GRID_PRECISION_BITS, coordinates=d)
+    cap = floor_log2(Fraction(_FLOAT32_UNIT) / Fraction(c))  # the largest k with C 2**k <= 2**22
     if preferred <= cap:
         return preferred
-    if _bits_for(c, d, _MIN_PRECISION_BITS) <= cap:
+    if grid_exponent(c, _MIN_PRECISION_BITS, coordinates=d) <= cap:
         return cap
     return preferred
-
-
-def _bits_for(c: float, d: int, precision: int) -> int:
-    """Smallest ``k`` with ``c 2**k >= 2**precision sqrt(d)``."""
-    target = math.ldexp(math.sqrt(d), precision)
-    k = math.ceil(math.log2(target / c))
-    while math.ldexp(c, k) < target:  # float log2 may be off by one
-        k += 1
-    while math.ldexp(c, k - 1) >= target:
-        k -= 1
-    return k
 
 
 def _norm_slack(dimension: int) -> float:

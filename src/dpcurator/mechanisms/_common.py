@@ -3,7 +3,9 @@
 Nothing here looks at private data except to convert it; every choice (grid width, noise scale)
 is a function of the public parameters (epsilon, delta, sensitivity, the number of coordinates)
 only, so that the set of possible outputs never depends on the data (Mironov 2012; research note
-``security_attacks_ldp.md`` A.3).
+``security_attacks_ldp.md`` A.3). Grid exponents come from the one exact rule of
+:func:`dpcurator.noise.grid_exponent` (with :data:`PRECISION_BITS` or a mechanism's own
+precision); :func:`pow2` is re-exported from :mod:`dpcurator.noise` for the mechanisms.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from numpy.typing import NDArray
 
 from dpcurator._validation import check_integer
 from dpcurator.errors import InternalError, InvalidParameterError
-from dpcurator.noise import from_grid, to_grid
+from dpcurator.noise import from_grid, grid_exponent, pow2, to_grid
 
 __all__ = [
     "MAX_NOISE_UNITS",
@@ -28,7 +30,6 @@ __all__ = [
     "check_changed_coordinates",
     "check_grid_bits",
     "check_scale_range",
-    "grid_bits_for",
     "grid_bits_for_noise",
     "l1_grid_sensitivity",
     "l2_grid_sensitivity",
@@ -45,50 +46,41 @@ sensitivity per changed coordinate. Rounding to it then inflates the sensitivity
 scales (the clamp of :func:`dpcurator.noise.to_grid`)."""
 
 
-def pow2(bits: int) -> Fraction:
-    """Return ``2**bits`` exactly (``bits`` may be negative)."""
-    return Fraction(2**bits) if bits >= 0 else Fraction(1, 2**-bits)
-
-
 MAX_NOISE_UNITS = 2.0**38
 """Largest noise parameter in grid units a mechanism asks for (the samplers accept ``2**40``)."""
 
 
 def grid_bits_for_noise(
-    scale: float, per_coordinate: float, precision: int = PRECISION_BITS
+    scale: Fraction | float,
+    per_coordinate: Fraction | float,
+    precision: int = PRECISION_BITS,
+    *,
+    coordinates: int = 1,
 ) -> int:
-    """Grid for a noise parameter ``scale`` and a sensitivity ``per_coordinate`` (both public).
+    """Grid for a noise parameter ``scale`` and a sensitivity per coordinate (both public).
 
-    The grid is ``2**precision`` times finer than the smaller of the two (so rounding costs a
-    relative ``2**-precision`` of sensitivity at most), but never finer than
-    ``scale * 2**-(precision + 20)`` (so the noise stays within the exact samplers' range; for
-    very many coordinates this caps the grid and the rounding then costs more).
+    The sensitivity per coordinate is ``per_coordinate / sqrt(coordinates)`` (an L2 sensitivity
+    shared over ``coordinates`` coordinates; pass ``coordinates=1`` for an L1 share already
+    divided). The grid is ``2**precision`` times finer than the smaller of the scale and that
+    sensitivity (so rounding costs a relative ``2**-precision`` of sensitivity at most), but
+    never finer than ``scale * 2**-(precision + 20)`` (so the noise stays within the exact
+    samplers' range; for very many coordinates this caps the grid and the rounding then costs
+    more). Computed exactly with :func:`dpcurator.noise.grid_exponent`, which is decreasing in its
+    bound, so the ``min`` and ``max`` of the bounds become a ``max`` and ``min`` of exponents:
+    no quotient, square root or logarithm is rounded.
 
     Examples
     --------
     >>> grid_bits_for_noise(10.0, 1.0)  # a count at epsilon 0.1: grid 2**-16
     16
+    >>> grid_bits_for_noise(10.0, 1.0, coordinates=4)  # 1 / sqrt(4): one power of two finer
+    17
     """
-    bound = max(min(scale, per_coordinate), scale * 2.0**-20)
-    return grid_bits_for(bound, precision)
-
-
-def grid_bits_for(bound: float, precision: int = PRECISION_BITS) -> int:
-    """Return ``k`` with ``2**-k`` the largest power of two ``<= bound * 2**-precision``.
-
-    ``bound`` is a public quantity (a noise scale, a sensitivity per coordinate), never data.
-
-    Examples
-    --------
-    >>> grid_bits_for(1.0)
-    16
-    >>> grid_bits_for(10.0)
-    13
-    """
-    if not (bound > 0 and math.isfinite(bound)):
-        raise InternalError(f"grid bound must be finite and > 0; got {bound!r}.")
-    _, exponent = math.frexp(bound)  # bound = m 2**exponent, m in [1/2, 1): floor(log2) = e - 1
-    return precision - (exponent - 1)
+    finer = max(
+        grid_exponent(scale, precision),
+        grid_exponent(per_coordinate, precision, coordinates=coordinates),
+    )
+    return min(finer, grid_exponent(scale, precision + 20))
 
 
 def check_scale_range(epsilon: float, sensitivity: float) -> None:

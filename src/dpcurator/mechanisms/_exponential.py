@@ -34,11 +34,19 @@ from dpcurator.mechanisms._common import (
     PRECISION_BITS,
     as_float_array,
     check_scale_range,
-    grid_bits_for,
     l1_grid_sensitivity,
 )
 from dpcurator.mechanisms._release import Release
-from dpcurator.noise import RandomSource, bernoulli_exp, resolve_source, to_grid, uniform_integers
+from dpcurator.noise import (
+    RandomSource,
+    bernoulli_exp,
+    floor_log2,
+    grid_exponent,
+    pow2,
+    resolve_source,
+    to_grid,
+    uniform_integers,
+)
 
 __all__ = ["exponential_mechanism", "report_noisy_max", "selection_error_bound"]
 
@@ -64,7 +72,7 @@ class _Selection:
             raise InvalidParameterError(
                 name, f"<array of shape {values.shape}>", "must be a non-empty 1-D sequence"
             )
-        bits = grid_bits_for(sensitivity)
+        bits = grid_exponent(sensitivity, PRECISION_BITS)
         units = np.asarray(to_grid(values.reshape(-1), bits), dtype=np.int64)
         # Rounding moves each utility by < 1 unit more: integer sensitivity floor(D 2^k) + 1.
         sensitivity_units = l1_grid_sensitivity(sensitivity, bits, 1)
@@ -88,11 +96,9 @@ class _Selection:
 
 def _dyadic_floor(x: Fraction) -> float:
     """Largest float with ``_COEFFICIENT_BITS`` significant bits that is ``<= x`` (``x > 0``)."""
-    exponent = x.numerator.bit_length() - x.denominator.bit_length()  # floor(log2 x) or one more
-    if Fraction(2) ** exponent > x:
-        exponent -= 1
+    exponent = floor_log2(x)
     shift = _COEFFICIENT_BITS - 1 - exponent
-    mantissa = math.floor(x * Fraction(2) ** shift)
+    mantissa = math.floor(x * pow2(shift))
     return math.ldexp(mantissa, -shift)
 
 

@@ -136,7 +136,8 @@ def gaussian_mechanism(
     ``Delta_k^2 / (2 sigma^2)``-zCDP (CKS20, Theorem 14). The event records
     ``(sigma, Delta_k)`` in grid units, so accountants see the discrete noise actually drawn.
     The grid ``2**-k`` is the largest power of two below ``2**-12 min(sigma_0, Delta/sqrt(m))``
-    (``sigma_0`` the real-unit sigma for ``Delta``), a function of public parameters only; the
+    (``sigma_0`` the real-unit sigma for ``Delta``), a function of public parameters only,
+    computed exactly (:func:`dpcurator.noise.grid_exponent`, no rounded ``sqrt(m)``); the
     rounding raises sigma by a relative ``2**-12`` at most. Neighbour relation: the one
     ``Delta`` was computed for (e.g. replace-one for a mean, :func:`mean_sensitivity`).
 
@@ -185,7 +186,7 @@ def gaussian_mechanism(
     dimension = changed if values.size > 1 else 1
     if grid_bits is None:
         sigma_real = _sigma(calibration, eps, dlt, sens, dimension)
-        bits = grid_bits_for_noise(sigma_real, sens / math.sqrt(changed), GAUSSIAN_PRECISION_BITS)
+        bits = grid_bits_for_noise(sigma_real, sens, GAUSSIAN_PRECISION_BITS, coordinates=changed)
     else:
         bits = check_grid_bits(grid_bits)
     units = l2_grid_sensitivity(sens, bits, changed)

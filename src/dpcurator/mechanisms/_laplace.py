@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from fractions import Fraction
 from typing import Any, overload
 
 import numpy as np
@@ -101,7 +102,8 @@ def laplace_mechanism(
     integer statistic of sensitivity ``d`` is ``d/t``-DP (Dwork, McSherry, Nissim and Smith 2006;
     lecture 000, Laplace mechanism theorem; Canonne, Kamath and Steinke 2020, Section 5.2, for
     the discrete Laplace and its exact sampler). The grid ``2**-k`` is the largest power of two
-    below ``2**-16 min(Delta/epsilon, Delta/m)`` (a function of public parameters only), so the
+    below ``2**-16 min(Delta/epsilon, Delta/m)`` (a function of public parameters only, computed
+    exactly by :func:`dpcurator.noise.grid_exponent`), so the
     noise is within a relative ``2**-16`` of the continuous ``Lap(Delta/epsilon)``; the error is
     described exactly by ``release.error`` (lecture 000, utility theorem:
     ``E||M(D) - f(D)||_1 ~ k Delta/eps``). The neighbour relation is whichever one ``Delta`` was
@@ -147,7 +149,7 @@ def laplace_mechanism(
     values, scalar = as_float_array(value)
     changed = check_changed_coordinates(changed_coordinates, int(values.size))
     if grid_bits is None:
-        bits = grid_bits_for_noise(sens / eps, sens / changed)
+        bits = grid_bits_for_noise(Fraction(sens) / Fraction(eps), Fraction(sens) / changed)
     else:
         bits = check_grid_bits(grid_bits)
     units = l1_grid_sensitivity(sens, bits, changed)

@@ -32,13 +32,13 @@ from dpcurator.accounting import PureDPEvent
 from dpcurator.errors import BudgetExceededError, InvalidParameterError
 from dpcurator.mechanisms._common import (
     MAX_NOISE_UNITS,
+    PRECISION_BITS,
     as_float_array,
     check_scale_range,
-    grid_bits_for,
     l1_grid_sensitivity,
     scale_at_least,
 )
-from dpcurator.noise import RandomSource, discrete_laplace, resolve_source, to_grid
+from dpcurator.noise import RandomSource, discrete_laplace, grid_exponent, resolve_source, to_grid
 
 __all__ = ["AboveThreshold"]
 
@@ -60,7 +60,7 @@ def _parameters(threshold: float, epsilon: float, sensitivity: float) -> _Parame
     eps = check_epsilon(epsilon)
     sens = check_positive(sensitivity, "sensitivity")
     check_scale_range(eps, sens)
-    bits = grid_bits_for(sens)
+    bits = grid_exponent(sens, PRECISION_BITS)
     units = l1_grid_sensitivity(sens, bits, 1)  # one query moves by < 1 unit more when rounded
     rho = scale_at_least(2 * units, eps)  # rho ~ Lap(2 Delta / eps)
     nu = scale_at_least(4 * units, eps)  # nu_i ~ Lap(4 Delta / eps)

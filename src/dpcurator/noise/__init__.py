@@ -8,13 +8,22 @@ API map
 Sources
     :class:`RandomSource` (abstract: ``.secure``, ``.words(n)``), :class:`SecureRandomSource`
     (the OS CSPRNG, the default), :class:`InsecureSeededSource` (PCG64, for tests and
-    simulations only), :func:`default_source`, :func:`resolve_source`.
+    simulations only), :func:`default_source`, :func:`resolve_source`; :func:`secret_bytes`
+    (fresh kernel bytes for keys, such as the curator ledger's).
 Exact samplers
     :func:`uniform_integers`, :func:`bernoulli` (rational ``p``), :func:`bernoulli_exp`
     (``P[True] = exp(-gamma)``), :func:`discrete_laplace`, :func:`discrete_gaussian`.
 The grid
     :func:`to_grid` and :func:`from_grid`: real values are rounded to the public grid
-    ``2**-bits * Z`` before integer noise is added to the index.
+    ``2**-bits * Z`` before integer noise is added to the index. :func:`grid_exponent` picks
+    ``bits`` for every caller by one exact rule (the largest ``2**-bits <= bound * 2**-precision``),
+    from :func:`floor_log2` and :func:`pow2` (exact rationals, no floating-point logarithm).
+Fixed point
+    :class:`FixedPointRange` holds declared bounds exactly (refusing NaN, infinities, empty or
+    too wide ranges: :data:`MAX_MAGNITUDE`, :data:`MIN_WIDTH`); its
+    :meth:`~FixedPointRange.encoding` (a :class:`FixedPointEncoding`) gives the public pieces of
+    the rule by which bounded values are summed exactly in integers, each row's index clamped in
+    integers so that floating-point error costs accuracy, never sensitivity.
 
 Security model
 --------------
@@ -56,7 +65,15 @@ True
 
 from __future__ import annotations
 
-from dpcurator.noise._grid import from_grid, to_grid
+from dpcurator.noise._fixed_point import (
+    ENCODING_KINDS,
+    MAX_ENCODING_BITS,
+    MAX_MAGNITUDE,
+    MIN_WIDTH,
+    FixedPointEncoding,
+    FixedPointRange,
+)
+from dpcurator.noise._grid import floor_log2, from_grid, grid_exponent, pow2, to_grid
 from dpcurator.noise._samplers import (
     bernoulli,
     bernoulli_exp,
@@ -64,6 +81,7 @@ from dpcurator.noise._samplers import (
     discrete_laplace,
     uniform_integers,
 )
+from dpcurator.noise._secret import secret_bytes
 from dpcurator.noise._source import (
     InsecureSeededSource,
     RandomSource,
@@ -73,6 +91,12 @@ from dpcurator.noise._source import (
 )
 
 __all__ = [
+    "ENCODING_KINDS",
+    "MAX_ENCODING_BITS",
+    "MAX_MAGNITUDE",
+    "MIN_WIDTH",
+    "FixedPointEncoding",
+    "FixedPointRange",
     "InsecureSeededSource",
     "RandomSource",
     "SecureRandomSource",
@@ -81,8 +105,12 @@ __all__ = [
     "default_source",
     "discrete_gaussian",
     "discrete_laplace",
+    "floor_log2",
     "from_grid",
+    "grid_exponent",
+    "pow2",
     "resolve_source",
+    "secret_bytes",
     "to_grid",
     "uniform_integers",
 ]

@@ -6,24 +6,131 @@ whatever the input: this closes the floating-point attacks on textbook Laplace (
 2012) and the precision attacks on the addition step (Haney et al. 2022, arXiv 2207.13793).
 Both maps are exact: scaling by a power of two (:func:`numpy.ldexp`) and rounding to an integer
 (:func:`numpy.rint`) are exact float64 operations in the accepted range.
+
+The grid exponent itself is chosen here too, in exact arithmetic, by one rule for every caller
+(:func:`grid_exponent`: ``2**-k`` is the largest power of two ``<= bound * 2**-precision``), with
+:func:`floor_log2` and :func:`pow2` as its exact building blocks. Each caller (mechanisms,
+learning, the curator's plan) brings its own ``precision``; none computes a logarithm in floating
+point.
 """
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from dpcurator._validation import check_integer
+from dpcurator._validation import check_integer, check_rational
 from dpcurator.errors import InvalidParameterError
 
-__all__ = ["from_grid", "to_grid"]
+__all__ = ["floor_log2", "from_grid", "grid_exponent", "pow2", "to_grid"]
 
 _MAX_BITS = 960
 """``|bits| <= 960`` keeps ``index * 2**-bits`` a normal float64 for every ``|index| <= 2**53``."""
 _CLAMP = 2.0**52
 """Grid indices are clamped to ``[-2**52, 2**52]`` (exact integers in float64 and int64)."""
+
+
+def pow2(bits: int) -> Fraction:
+    """Return ``2**bits`` exactly, as a :class:`~fractions.Fraction` (``bits`` may be negative).
+
+    Examples
+    --------
+    >>> from dpcurator.noise import pow2
+    >>> pow2(-3), pow2(4)
+    (Fraction(1, 8), Fraction(16, 1))
+    """
+    b = check_integer(bits, "bits")
+    return Fraction(2**b) if b >= 0 else Fraction(1, 2**-b)
+
+
+def floor_log2(x: Fraction | int | float) -> int:
+    r"""Return :math:`\lfloor \log_2 x \rfloor` exactly, for a finite real ``x > 0``.
+
+    With ``x = n / d`` in lowest terms, ``e = bitlen(n) - bitlen(d)`` satisfies
+    ``2**(e-1) < x < 2**(e+1)``; one exact integer comparison (``n < d 2**e``) decides between
+    ``e - 1`` and ``e``. No floating-point logarithm is taken, so powers of two and their
+    neighbours are never misjudged (``math.log2`` rounds, and ``float(x)`` of a ``Fraction`` or
+    of an integer above ``2**53`` can round up to the next power of two).
+
+    Parameters
+    ----------
+    x : int, float or Fraction
+        A finite number > 0 (floats are taken at their exact value).
+
+    Returns
+    -------
+    int
+        The ``e`` with ``2**e <= x < 2**(e+1)``.
+
+    Raises
+    ------
+    InvalidParameterError
+        If ``x`` is not a finite real number > 0.
+
+    Examples
+    --------
+    >>> from fractions import Fraction
+    >>> from dpcurator.noise import floor_log2
+    >>> floor_log2(1), floor_log2(0.75), floor_log2(2**54 - 1), floor_log2(Fraction(1, 1024))
+    (0, -1, 53, -10)
+    """
+    q = check_rational(x, "x")
+    n, d = q.numerator, q.denominator
+    e = n.bit_length() - d.bit_length()
+    if (n << -e if e < 0 else n) < (d << e if e > 0 else d):  # x < 2**e
+        e -= 1
+    return e
+
+
+def grid_exponent(bound: Fraction | int | float, precision: int, *, coordinates: int = 1) -> int:
+    r"""Return the ``k`` with ``2**-k`` the largest power of two ``<= bound / sqrt(m) * 2**-p``.
+
+    .. math:: k = p - \Bigl\lfloor \log_2 \frac{\text{bound}}{\sqrt m} \Bigr\rfloor,
+        \qquad\text{the smallest integer with } 2^{-k} \le \frac{\text{bound}}{\sqrt m}
+        \, 2^{-p}, \text{ i.e. } \text{bound}\, 2^{k} \ge 2^{p} \sqrt m.
+
+    This is the one rule by which dpcurator picks a public grid ``2**-k Z`` at least
+    ``2**precision`` times finer than a public quantity (a noise scale, a sensitivity, a
+    clipping norm shared in L2 norm over ``m = coordinates`` coordinates). It is computed
+    exactly: ``floor_log2(bound**2 / m) // 2`` for the square root (``floor(y / 2) =
+    floor(floor(y) / 2)``), never a floating-point ``log2``, ``frexp`` or ``sqrt``.
+
+    Parameters
+    ----------
+    bound : int, float or Fraction
+        The public quantity, finite and > 0 (floats at their exact value).
+    precision : int
+        ``p``: how many powers of two finer than ``bound / sqrt(m)`` the grid is (any integer).
+    coordinates : int, default 1
+        ``m >= 1``: the bound is shared in L2 norm over ``m`` coordinates.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    InvalidParameterError
+        If ``bound`` is not finite and > 0, or ``precision``/``coordinates`` are not integers
+        (``coordinates >= 1``).
+
+    Examples
+    --------
+    >>> from dpcurator.noise import grid_exponent
+    >>> grid_exponent(1.0, 16), grid_exponent(10.0, 16), grid_exponent(0.5, 16)
+    (16, 13, 17)
+    >>> grid_exponent(1.0, 16, coordinates=4)  # 1 / sqrt(4) = 2**-1
+    17
+    """
+    b = check_rational(bound, "bound")
+    p = check_integer(precision, "precision")
+    m = check_integer(coordinates, "coordinates", minimum=1)
+    if m == 1:
+        return p - floor_log2(b)
+    return p - floor_log2(b * b / m) // 2
 
 
 def _check_bits(bits: object) -> int:
