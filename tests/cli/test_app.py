@@ -103,3 +103,16 @@ def test_tour_runs() -> None:
     result = runner.invoke(app, ["tour"])
     assert result.exit_code == 0, result.output
     assert "epsilon" in result.output
+
+
+def test_query_and_ledger_help_say_whose_ledger_it_is() -> None:
+    """The budget and ledger belong to the declaration: no command lets the analyst pick one."""
+    query = runner.invoke(app, ["query", "--help"], env={"COLUMNS": "200"})
+    assert query.exit_code == 0
+    text = " ".join(query.output.split())
+    assert "--ledger" not in text and "--table" in text
+    assert "[ledger] section" in text and "key file" in text
+    books = runner.invoke(app, ["ledger", "--help"], env={"COLUMNS": "200"})
+    assert books.exit_code == 0
+    text = " ".join(books.output.split())
+    assert "--key" in text and "edited, cut short, replaced or deleted" in text

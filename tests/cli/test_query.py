@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -128,20 +130,12 @@ def test_seeded_answers_are_reproducible(
 ) -> None:
     monkeypatch.setattr(source_module, "_DEFAULT_SOURCE", InsecureSeededSource(5))
     first = _json(["query", "--table", str(people), "--epsilon", "0.5", QUERY])
-    # A second ledger (a fresh budget) and the same seed: the same noise.
+    # A second declaration (the steward's: its own ledger and budget) and the same seed.
+    other = tmp_path / "other.toml"
+    other.write_text(TOML)
     monkeypatch.setattr(source_module, "_DEFAULT_SOURCE", InsecureSeededSource(5))
-    again = _json(
-        [
-            "query",
-            "--table",
-            str(people),
-            "--epsilon",
-            "0.5",
-            "--ledger",
-            str(tmp_path / "b.db"),
-            QUERY,
-        ]
-    )
+    again = _json(["query", "--table", str(other), "--epsilon", "0.5", QUERY])
+    assert again["ledger"] == str(tmp_path / "other.ledger.sqlite")
     assert [r["n"] for r in first["table"]] == [r["n"] for r in again["table"]]
 
 
@@ -174,14 +168,104 @@ def test_ledger_is_written_and_read_back(people: Path) -> None:
     assert "AVG(visits)" in text and "remaining" in text and "basic" in text
 
 
-def test_ledger_option_writes_elsewhere(people: Path, tmp_path: Path) -> None:
-    elsewhere = tmp_path / "books" / "elsewhere.sqlite"
-    elsewhere.parent.mkdir()
-    _invoke(
-        ["query", "--table", str(people), "--epsilon", "0.5", "--ledger", str(elsewhere), QUERY]
+def test_query_has_no_ledger_option(people: Path, tmp_path: Path) -> None:
+    """Where answers are charged is the declaration's business, not the analyst's."""
+    for books in (tmp_path / "fresh.sqlite", ":memory:"):
+        args = ["query", "--table", str(people), "--epsilon", "0.5", "--ledger", str(books), QUERY]
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2  # a usage error: the option does not exist
+        assert "No such option" in result.output and "--ledger" in result.output
+    assert not (tmp_path / "fresh.sqlite").exists()
+    assert not (tmp_path / "people.ledger.sqlite").exists()  # nothing was answered either
+    helptext = " ".join(_invoke(["query", "--help"], code=0).output.split())
+    assert "--ledger" not in helptext
+    assert "ledger" in helptext and "key file" in helptext  # it says where answers are charged
+
+
+def test_the_declaration_names_the_ledger_and_its_key(people: Path, tmp_path: Path) -> None:
+    declared = (
+        people.read_text() + '\n[ledger]\npath = "books/people.sqlite"\nkey = "k/people.key"\n'
     )
-    assert _entries(elsewhere) == [QUERY]
+    people.write_text(declared)
+    for folder in ("books", "k"):
+        (tmp_path / folder).mkdir()
+    out = _json(["query", "--table", str(people), "--epsilon", "0.5", QUERY])
+    assert out["ledger"] == str(tmp_path / "books" / "people.sqlite")
     assert not (tmp_path / "people.ledger.sqlite").exists()
+    key = tmp_path / "k" / "people.key"
+    assert key.stat().st_mode & 0o777 == 0o600  # created with the ledger, the steward's only
+    with Ledger.open(tmp_path / "books" / "people.sqlite", key=key) as books:
+        assert books.key == str(key) and [e.query for e in books.entries()] == [QUERY]
+    assert _json(["ledger", str(people)])["spent"]["epsilon"] == pytest.approx(0.5)
+    direct = ["ledger", str(tmp_path / "books" / "people.sqlite"), "--key", str(key)]
+    assert len(_json(direct)["entries"]) == 1
+    refused = _invoke(["ledger", str(tmp_path / "books" / "people.sqlite")], code=2).output
+    assert "key file" in refused  # a keyed ledger is not read without its key
+
+
+def _altered(people: Path, code: int = 2) -> str:
+    """Run a query and read the ledger; both must refuse, saying the ledger was altered."""
+    query = _invoke(["query", "--table", str(people), "--epsilon", "0.1", QUERY], code=code)
+    books = _invoke(["ledger", str(people)], code=code)
+    explain = _invoke(["query", "--table", str(people), "--explain", QUERY], code=code)
+    for result in (query, books, explain):
+        assert "was altered" in " ".join(result.output.split()), result.output
+    return " ".join(query.output.split())
+
+
+def test_an_edited_ledger_is_refused(people: Path) -> None:
+    _invoke(["query", "--table", str(people), "--epsilon", "0.75", QUERY])
+    ledger = people.parent / "people.ledger.sqlite"
+    conn = sqlite3.connect(ledger)
+    conn.execute("UPDATE entries SET epsilon_spent = 0.0, epsilon_remaining = 1.0")
+    conn.commit()
+    conn.close()
+    message = _altered(people)
+    assert "entry 1 does not match its MAC" in message
+    assert "people.ledger.key" in message.replace(" ", "")  # long paths wrap mid-word
+
+
+def test_a_ledger_cut_short_is_refused(people: Path) -> None:
+    _invoke(["query", "--table", str(people), "--epsilon", "0.5", QUERY])
+    _invoke(["query", "--table", str(people), "--epsilon", "0.25", QUERY])
+    conn = sqlite3.connect(people.parent / "people.ledger.sqlite")
+    conn.execute("DELETE FROM entries WHERE id = 2")
+    conn.commit()
+    conn.close()
+    assert "removed from its end" in _altered(people)
+
+
+def test_a_deleted_ledger_is_refused_not_restarted(people: Path) -> None:
+    _invoke(["query", "--table", str(people), "--epsilon", "0.9", QUERY])
+    ledger = people.parent / "people.ledger.sqlite"
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{ledger}{suffix}").unlink(missing_ok=True)
+    assert "the file is missing" in _altered(people)
+    assert not ledger.exists()  # no fresh budget was started in its place
+
+
+def test_a_replaced_ledger_is_refused(people: Path, tmp_path: Path) -> None:
+    _invoke(["query", "--table", str(people), "--epsilon", "0.9", QUERY])
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "people.toml").write_text(
+        TOML.replace('source = "people.csv"', f'source = "{tmp_path / "people.csv"}"')
+    )
+    _invoke(["query", "--table", str(elsewhere / "people.toml"), "--epsilon", "0.1", QUERY])
+    ledger = people.parent / "people.ledger.sqlite"
+    for suffix in ("", "-wal", "-shm"):  # a valid ledger with almost all its budget left
+        Path(f"{ledger}{suffix}").unlink(missing_ok=True)
+        if Path(f"{elsewhere / 'people.ledger.sqlite'}{suffix}").exists():
+            shutil.copy(f"{elsewhere / 'people.ledger.sqlite'}{suffix}", f"{ledger}{suffix}")
+    assert "written with another key" in _altered(people)
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "-1.0"])
+def test_an_infinite_budget_is_refused(people: Path, value: str) -> None:
+    people.write_text(TOML.replace("epsilon = 1.0", f"epsilon = {value}"))
+    result = _invoke(["query", "--table", str(people), "--epsilon", "0.5", QUERY], code=2)
+    assert "give a finite budget" in " ".join(result.output.split())
+    assert not (people.parent / "people.ledger.sqlite").exists()
 
 
 def test_over_budget_is_refused_and_spends_nothing(people: Path) -> None:
@@ -298,10 +382,21 @@ def test_explain_plans_without_spending(people: Path) -> None:
 def test_the_example_declaration_answers_queries(tmp_path: Path, seeded_noise: None) -> None:
     declaration = read_declaration(EXAMPLE)
     assert declaration.table.name == "cps" and declaration.budget is not None
-    books = tmp_path / "cps.ledger.sqlite"
-    args = ["query", "--table", str(EXAMPLE), "--ledger", str(books), "--epsilon", "0.1"]
+    assert declaration.ledger_path == str(EXAMPLE.parent / "cps.ledger.sqlite")
+    assert declaration.ledger_key == str(EXAMPLE.parent / "cps.ledger.key")
+    # A copy of the example, so that its ledger and key are written here, not in examples/.
+    source = str(declaration.table.source)
+    copy = tmp_path / "cps.toml"
+    copy.write_text(
+        EXAMPLE.read_text().replace(
+            'source = "../src/dpcurator/datasets/data/cps.parquet"', f"source = {source!r}"
+        )
+    )
+    assert str(read_declaration(copy).table.source) == source
+    args = ["query", "--table", str(copy), "--epsilon", "0.1"]
     out = _json([*args, "SELECT COUNT(*) AS tax_units FROM cps"])
     # 280,005 tax units, 1,232 of them beyond the bound of 4 per household.
     scale = out["split"][0]["scale"]
     assert abs(out["table"][0]["tax_units"] - (280_005 - 1_232)) < 15 * scale
-    assert not (EXAMPLE.parent / "cps.ledger.sqlite").exists()
+    assert out["ledger"] == str(tmp_path / "cps.ledger.sqlite")
+    assert (tmp_path / "cps.ledger.key").exists()

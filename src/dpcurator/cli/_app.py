@@ -3,7 +3,9 @@
 ``dpcurator epsilon`` answers "what epsilon does this cost?", ``dpcurator noise`` the inverse
 ("how much noise for this epsilon?"), ``dpcurator compose`` composes a list of mechanisms under
 every accountant that supports them, ``dpcurator query`` answers private SQL over a declared
-table and ``dpcurator ledger`` reads its ledger, ``dpcurator release`` publishes a hierarchical
+table, charged to the budget and the ledger its declaration names (the steward's, not the
+analyst's: a ledger that was edited, cut short, replaced or deleted is refused), and
+``dpcurator ledger`` verifies and reads that ledger, ``dpcurator release`` publishes a hierarchical
 census table from a declaration, ``dpcurator audit`` audits every mechanism empirically,
 ``dpcurator demo`` runs the curator demo and ``dpcurator tour`` the tour of the foundation.
 """

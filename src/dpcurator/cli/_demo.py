@@ -693,7 +693,8 @@ def run_demo(console: Console, out: Path = DEFAULT_OUT, *, quick: bool = False) 
     """Run the curator demo, printing to ``console`` and writing into ``out``.
 
     Writes ``out/cps.duckdb`` (the data), ``out/cps.toml`` (its declaration, with the budget),
-    ``out/cps.ledger.sqlite`` (the session's ledger, fresh for each run) and
+    ``out/cps.ledger.sqlite`` and ``out/cps.ledger.key`` (the session's ledger and the steward's
+    key that makes it tamper-evident, both fresh for each run) and
     ``out/error_vs_epsilon.png`` (the simulation's plot, when matplotlib is installed).
 
     Parameters
@@ -709,7 +710,7 @@ def run_demo(console: Console, out: Path = DEFAULT_OUT, *, quick: bool = False) 
     -------
     DemoResult
     """
-    from dpcurator.curator import Ledger, Session  # noqa: PLC0415
+    from dpcurator.curator import Ledger, Session, read_declaration  # noqa: PLC0415
 
     start = time.perf_counter()
     out.mkdir(parents=True, exist_ok=True)
@@ -724,9 +725,12 @@ def run_demo(console: Console, out: Path = DEFAULT_OUT, *, quick: bool = False) 
     _describe_data(console, frame, result.database)
     table = cps_declaration(result.database.resolve())
     _declare(console, table, result.declaration)
-    for suffix in ("", "-wal", "-shm"):  # a fresh ledger (and budget) for this run's database
-        Path(f"{result.ledger}{suffix}").unlink(missing_ok=True)
-    with Session(table, BUDGET, ledger=result.ledger) as session:
+    # A fresh ledger, key and budget for this run's database: the demo is its own steward.
+    for stale in ("", "-wal", "-shm"):
+        Path(f"{result.ledger}{stale}").unlink(missing_ok=True)
+    Path(read_declaration(result.declaration).ledger_key).unlink(missing_ok=True)
+    # Opened on the declaration, as `dpcurator query` does: its ledger, chained with its key.
+    with Session.from_toml(result.declaration) as session:
         console.print(
             f"Session: budget [bold]{budget_text(session.budget)}[/], accountant "
             f"{session.ledger.accountant}, ledger {escape(str(result.ledger))}"

@@ -1,20 +1,27 @@
 """``dpcurator query`` and ``dpcurator ledger``: private SQL over a declared table, and its books.
 
 ``dpcurator query --table people.toml --epsilon 0.5 "SELECT state, COUNT(*) FROM people GROUP BY
-state"`` opens a :class:`~dpcurator.curator.Session` on the TOML declaration (the budget from its
-``[budget]`` section, the ledger ``<name>.ledger.sqlite`` next to it unless ``--ledger``), answers
-the query with differential privacy and prints the released table (each value with its standard
+state"`` opens a :class:`~dpcurator.curator.Session` on the TOML declaration and answers the
+query with differential privacy. It prints the released table (each value with its standard
 deviation and 95 % interval), how the query's budget was split over its noisy measurements, what
 it was charged and what is left; ``--json`` prints the same as JSON. ``--explain`` shows the plan
 (the measurements, their noise, the bounded SQL the engine would run) and whether the ledger would
 answer it, reading no data and spending nothing.
 
-A refusal (a query that is not a supported aggregate, an unknown column, a query over budget, a
-bad parameter, a malformed declaration) prints the reason and exits with status 2; nothing is
-spent.
+The budget and the ledger belong to the declaration, not to the query: the budget is its
+``[budget]`` section (finite), and every answer is recorded in the ledger its ``[ledger]`` section
+names (default ``<name>.ledger.sqlite`` next to the TOML), chained with the steward's key file
+(default ``<name>.ledger.key``, created with the ledger). There is no option to record elsewhere,
+and a ledger that was edited, cut short, replaced or deleted is refused, so whoever asks cannot
+start the budget afresh.
 
-``dpcurator ledger people.ledger.sqlite`` (or the TOML, whose ledger is next to it) prints the
-budget, the accountant, what was spent and what remains, then one row per recorded release.
+A refusal (a query that is not a supported aggregate, an unknown column, a query over budget, a
+bad parameter, a malformed declaration, an altered ledger) prints the reason and exits with
+status 2; nothing is spent.
+
+``dpcurator ledger people.toml`` (or the ledger file itself, with ``--key`` if its key file is
+not named like it) verifies the ledger and prints the budget, the accountant, what was spent and
+what remains, then one row per recorded release.
 """
 
 from __future__ import annotations
@@ -171,18 +178,23 @@ def _fail(exc: Exception, as_json: bool) -> None:
 # dpcurator query
 
 
-def _explain(
-    table: Path, sql: str, *, epsilon: float, delta: float, ledger_file: str, as_json: bool
-) -> None:
+def _explain(table: Path, sql: str, *, epsilon: float, delta: float, as_json: bool) -> None:
     """Plan ``sql`` without reading data or spending; say whether the ledger would answer it."""
     from dpcurator.curator import Ledger, Session, read_declaration  # noqa: PLC0415
 
     declaration = read_declaration(table)
     with Session(declaration.table, Budget.unlimited(), ledger=":memory:") as planner:
         plan = planner.plan(sql, epsilon=epsilon, delta=delta)
+    ledger_file = declaration.ledger_path
     verdict: dict[str, Any] = {"ledger": ledger_file, "exists": Path(ledger_file).is_file()}
+    if not verdict["exists"] and Path(declaration.ledger_key).is_file():
+        try:  # refuses a deleted ledger (its key file records one), else says there is none
+            Ledger.open(ledger_file, key=declaration.ledger_key).close()
+        except InvalidParameterError as exc:
+            if exc.name != "path":
+                raise
     if verdict["exists"]:
-        with Ledger.open(ledger_file) as books:
+        with Ledger.open(ledger_file, key=declaration.ledger_key) as books:
             before = books.spent
             verdict["remaining"] = _budget_dict(books.remaining)
             try:
@@ -249,7 +261,12 @@ def query(  # noqa: PLR0917 (typer commands take their options as parameters)
     sql: Annotated[str, typer.Argument(help="The aggregate SQL query.", show_default=False)],
     table: Annotated[
         Path,
-        typer.Option("--table", help="TOML declaration of the table, with its budget."),
+        typer.Option(
+            "--table",
+            help="TOML declaration of the table: its budget, and the ledger and key file that "
+            "record every answer (its \\[ledger] section; default <name>.ledger.sqlite and "
+            "<name>.ledger.key next to it).",
+        ),
     ],
     epsilon: Annotated[
         float | None, typer.Option(help="The query's epsilon (required unless --explain).")
@@ -257,30 +274,29 @@ def query(  # noqa: PLR0917 (typer commands take their options as parameters)
     delta: Annotated[
         float, typer.Option(help="The query's delta (> 0 only for undeclared group keys).")
     ] = 0.0,
-    ledger_file: Annotated[
-        Path | None,
-        typer.Option("--ledger", help="The ledger (default: <name>.ledger.sqlite next to TOML)."),
-    ] = None,
     explain: Annotated[
         bool, typer.Option("--explain", help="Show the plan; read no data, spend nothing.")
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Answer an aggregate SQL query over a declared table with differential privacy."""
+    """Answer an aggregate SQL query over a declared table with differential privacy.
+
+    The answer is charged to the budget of the declaration, in the ledger it names: the ledger
+    is the declaration's, not the query's, and one that was edited, cut short, replaced or
+    deleted is refused.
+    """
     from dpcurator.curator import Session  # noqa: PLC0415
 
     try:
-        ledger_path = str(ledger_file) if ledger_file is not None else None
         if explain:
-            path = ledger_path or ledger_path_for(table)
             if epsilon is None and not as_json:
                 console.print("[dim]no --epsilon given: planned at a nominal epsilon of 1[/]")
             nominal = 1.0 if epsilon is None else epsilon
-            _explain(table, sql, epsilon=nominal, delta=delta, ledger_file=path, as_json=as_json)
+            _explain(table, sql, epsilon=nominal, delta=delta, as_json=as_json)
             return
         if epsilon is None:
             raise InvalidParameterError("--epsilon", None, "is required (or use --explain)")
-        with Session.from_toml(table, ledger=ledger_path) as session:
+        with Session.from_toml(table) as session:
             release = session.sql(sql, epsilon=epsilon, delta=delta)
             budget = session.budget
             used = session.ledger.path
@@ -302,7 +318,7 @@ def query(  # noqa: PLR0917 (typer commands take their options as parameters)
 
 
 def ledger_path_for(path: Path) -> str:
-    r"""Return the ledger file of ``path``: itself, or for a TOML declaration the one beside it.
+    r"""Return the ledger file of ``path``: itself, or for a TOML declaration the one it names.
 
     Examples
     --------
@@ -315,11 +331,17 @@ def ledger_path_for(path: Path) -> str:
     >>> ledger_path_for(folder / "books.sqlite") == str(folder / "books.sqlite")
     True
     """
+    return _ledger_and_key(path, None)[0]
+
+
+def _ledger_and_key(path: Path, key: Path | None) -> tuple[str, str | None]:
+    """Return the ledger and key file of a TOML declaration, or of a ledger file (``--key``)."""
     from dpcurator.curator import read_declaration  # noqa: PLC0415
 
     if path.suffix.lower() == ".toml":
-        return read_declaration(path).ledger_path
-    return str(path)
+        declaration = read_declaration(path)
+        return declaration.ledger_path, str(key) if key is not None else declaration.ledger_key
+    return str(path), None if key is None else str(key)
 
 
 def _entry_dict(entry: LedgerEntry) -> dict[str, Any]:
@@ -408,16 +430,28 @@ def ledger(
     path: Annotated[
         Path,
         typer.Argument(
-            help="A ledger .sqlite file, or a TOML declaration (its ledger is next to it)."
+            help="A TOML declaration (the ledger and key file it names), or a ledger .sqlite file."
         ),
     ],
+    key: Annotated[
+        Path | None,
+        typer.Option(
+            "--key",
+            help="The ledger's key file (default: the declaration's, or the ledger's name with "
+            "'.key' for its suffix).",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Read a ledger: budget, accountant, spent, remaining, and every recorded release."""
+    """Verify and read a ledger: budget, accountant, spent, remaining, every recorded release.
+
+    A ledger that was edited, cut short, replaced or deleted since it was written is refused.
+    """
     from dpcurator.curator import Ledger  # noqa: PLC0415
 
     try:
-        with Ledger.open(ledger_path_for(path)) as books:
+        ledger_file, key_file = _ledger_and_key(path, key)
+        with Ledger.open(ledger_file, key=key_file) as books:
             if as_json:
                 summary = ledger_summary(books)
             else:

@@ -37,6 +37,7 @@ from typing import Any
 from dpcurator._validation import check_integer
 from dpcurator.accounting import Budget
 from dpcurator.errors import InvalidParameterError, QueryError
+from dpcurator.noise import FixedPointRange
 
 __all__ = ["Column", "Declaration", "Table", "read_declaration"]
 
@@ -85,10 +86,10 @@ class Column:
     --------
     >>> Column("age", lower=0, upper=120, bins=[0, 18, 65, 120]).bins
     (0.0, 18.0, 65.0, 120.0)
-    >>> Column("age", lower=5, upper=1)
+    >>> Column("age", lower=5, upper=1)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    dpcurator.errors.InvalidParameterError: upper must be greater than lower (5.0); got 1.
+    dpcurator.errors.InvalidParameterError: upper must be greater than lower (5.0): swap ...
     """
 
     name: str
@@ -110,10 +111,9 @@ class Column:
         if self.lower is not None and self.upper is not None:
             lower = _finite(self.lower, "lower")
             upper = _finite(self.upper, "upper")
-            if not upper > lower:
-                raise InvalidParameterError(
-                    "upper", self.upper, f"must be greater than lower ({lower})"
-                )
+            # Exact checks: finite, lower < upper, within the fixed-point range (|bound| <= 2**64,
+            # width >= 2**-64), so that every sum over the column has the sensitivity it claims.
+            FixedPointRange.from_bounds(lower, upper)
             object.__setattr__(self, "lower", lower)
             object.__setattr__(self, "upper", upper)
         if self.domain is not None:
@@ -335,9 +335,13 @@ class Table:
             max_groups_per_unit = 1
             max_rows_per_group = 4          # optional
 
-            [budget]                        # optional: the session budget
+            [budget]                        # optional: the session budget (finite)
             epsilon = 3.0
             delta = 1e-6
+
+            [ledger]                        # optional, relative to this file; the defaults:
+            path = "people.ledger.sqlite"   # every release, with what it spent
+            key = "people.ledger.key"       # the steward's key: keep it from analysts
 
             [columns.state]
             domain = ["AL", "AK"]
@@ -366,18 +370,53 @@ class Table:
 
 @dataclass(frozen=True)
 class Declaration:
-    """A TOML declaration: the table, the session budget and options it names."""
+    """A TOML declaration: the table, the session budget and options it names, and its ledger.
+
+    The ledger's place belongs to the declaration (the steward's file), not to whoever asks a
+    query: a session opened on the declaration always records in :attr:`ledger_path`, chained
+    with the key in :attr:`ledger_key` (see :class:`~dpcurator.curator.Ledger`).
+
+    Attributes
+    ----------
+    table : Table
+        The declared table.
+    budget : Budget or None
+        The ``[budget]`` section (always finite), if any.
+    accountant : str or None
+        ``[session] accountant``, if given.
+    path : str
+        The TOML file.
+    ledger_file, key_file : str or None
+        ``[ledger] path`` and ``[ledger] key`` as resolved against the TOML file's folder; None
+        for the defaults (see :attr:`ledger_path` and :attr:`ledger_key`).
+    """
 
     table: Table
     budget: Budget | None
     accountant: str | None
     path: str
+    ledger_file: str | None = None
+    key_file: str | None = None
 
     @property
     def ledger_path(self) -> str:
-        """The default ledger of this declaration: ``<name>.ledger.sqlite`` next to the file."""
+        """The ledger: ``[ledger] path``, else ``<name>.ledger.sqlite`` next to the file."""
+        if self.ledger_file is not None:
+            return self.ledger_file
         p = Path(self.path)
         return str(p.with_name(p.stem + ".ledger.sqlite"))
+
+    @property
+    def ledger_key(self) -> str:
+        """The steward's key file: ``[ledger] key``, else ``<name>.ledger.key`` next to the file.
+
+        Created with the ledger if missing. It holds the secret that chains the ledger's entries
+        and where the ledger ended: keep it where analysts can neither read nor write it.
+        """
+        if self.key_file is not None:
+            return self.key_file
+        p = Path(self.path)
+        return str(p.with_name(p.stem + ".ledger.key"))
 
 
 _TABLE_KEYS = {
@@ -428,7 +467,7 @@ def read_declaration(path: str | os.PathLike[str]) -> Declaration:
         raise InvalidParameterError("path", str(file), "does not exist") from None
     except tomllib.TOMLDecodeError as error:
         raise InvalidParameterError("path", str(file), f"is not valid TOML: {error}") from None
-    _unknown(set(data), {"table", "budget", "session", "columns"}, f"sections of {file}")
+    _unknown(set(data), {"table", "budget", "session", "ledger", "columns"}, f"sections of {file}")
     table = _section(data, "table", str(file))
     _unknown(set(table), _TABLE_KEYS, "[table]")
     for required in ("name", "source"):
@@ -457,14 +496,51 @@ def read_declaration(path: str | os.PathLike[str]) -> Declaration:
         source_table=table.get("source_table"),
         path=str(file),
     )
-    budget_spec = _section(data, "budget", str(file))
-    budget: Budget | None = None
-    if budget_spec:
-        _unknown(set(budget_spec), {"epsilon", "delta"}, "[budget]")
-        budget = Budget(budget_spec.get("epsilon"), budget_spec.get("delta", 0.0))  # type: ignore[arg-type]
+    budget = _budget(_section(data, "budget", str(file)), file)
     session = _section(data, "session", str(file))
     _unknown(set(session), {"accountant"}, "[session]")
     accountant = session.get("accountant")
     if accountant is not None and not isinstance(accountant, str):
         raise InvalidParameterError("session.accountant", accountant, "must be a name")
-    return Declaration(declared, budget, accountant, str(file))
+    ledger_file, key_file = _ledger(_section(data, "ledger", str(file)), file)
+    return Declaration(declared, budget, accountant, str(file), ledger_file, key_file)
+
+
+def _budget(spec: Mapping[str, Any], file: Path) -> Budget | None:
+    """Read ``[budget]``: a finite epsilon >= 0 and a delta in [0, 1)."""
+    if not spec:
+        return None
+    _unknown(set(spec), {"epsilon", "delta"}, "[budget]")
+    values: dict[str, float] = {}
+    for name, default in (("epsilon", None), ("delta", 0.0)):
+        value = spec.get(name, default)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise InvalidParameterError(f"budget.{name}", value, f"must be a number in {file}")
+        if not math.isfinite(value) or value < 0:
+            raise InvalidParameterError(
+                f"budget.{name}",
+                value,
+                f"must be finite and >= 0 in {file}: give a finite budget (the ledger enforces "
+                "it; an infinite one would never refuse a query)",
+            )
+        values[name] = float(value)
+    return Budget(values["epsilon"], values["delta"])
+
+
+def _ledger(spec: Mapping[str, Any], file: Path) -> tuple[str | None, str | None]:
+    """Read ``[ledger]``: ``path`` and ``key``, relative to the TOML file's folder."""
+    _unknown(set(spec), {"path", "key"}, "[ledger]")
+    out: dict[str, str | None] = {}
+    for name in ("path", "key"):
+        value = spec.get(name)
+        if value is None:
+            out[name] = None
+            continue
+        if not isinstance(value, str) or not value.strip() or value == ":memory:":
+            raise InvalidParameterError(
+                f"ledger.{name}", value, f"must be a file path (relative to {file.parent})"
+            )
+        out[name] = str(file.parent / value)  # an absolute value stays as it is
+    if out["path"] is not None and out["path"] == out["key"]:
+        raise InvalidParameterError("ledger.key", spec.get("key"), "must differ from ledger.path")
+    return out["path"], out["key"]
