@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -89,8 +90,12 @@ def test_addition() -> None:
 def test_subtraction() -> None:
     assert Budget(1.0, 1e-6) - Budget(0.25, 4e-7) == Budget(0.75, 6e-7)
     assert Budget(1.0) - Budget(1.0) == Budget(0.0, 0.0)
-    # Round-off below 1e-12 is absorbed (and clamped at 0), real overdrafts are refused.
-    assert Budget(1.0) - Budget(1.0 + 1e-13) == Budget(0.0, 0.0)
+    # Exact: no tolerance, an overdraft of one ulp is refused; differences round down.
+    with pytest.raises(InvalidParameterError, match="a budget cannot go negative"):
+        Budget(1.0) - Budget(1.0 + 1e-13)
+    with pytest.raises(InvalidParameterError, match="a budget cannot go negative"):
+        Budget(1.0) - Budget(math.nextafter(1.0, 2.0))
+    assert Budget(1.0) - Budget(0.1) == Budget(0.8999999999999999)  # 1 - 0.1000...0055
     with pytest.raises(InvalidParameterError, match="other must not exceed"):
         Budget(1.0) - Budget(1.5)
     with pytest.raises(InvalidParameterError, match="a budget cannot go negative"):
@@ -118,3 +123,72 @@ def test_arithmetic_round_trips(a: Budget, b: Budget) -> None:
     assert back.epsilon == pytest.approx(a.epsilon, abs=1e-12)
     assert back.delta == pytest.approx(a.delta, abs=1e-15)
     assert a + b == b + a
+
+
+def test_is_finite_and_exact() -> None:
+    assert Budget(1.0, 1e-6).is_finite and Budget(0.0).is_finite
+    assert not Budget.unlimited().is_finite
+    assert not Budget(math.inf, 1e-6).is_finite
+    assert Budget(0.1, 1e-6).exact == (Fraction(0.1), Fraction(1e-6))
+    assert Budget(0.5).exact == (Fraction(1, 2), Fraction(0))
+    with pytest.raises(InvalidParameterError, match="must be finite to have an exact value"):
+        _ = Budget.unlimited().exact
+
+
+def test_addition_rounds_up_and_subtraction_down() -> None:
+    # Regression: 1 + 1e-17 rounded to the nearest float is 1.0.
+    assert Budget(1.0) + Budget(1e-17) == Budget(math.nextafter(1.0, 2.0))
+    total = Budget(0.1, 1e-7) + Budget(0.2, 2e-7)  # 0.3000000000000000166 exactly
+    assert Fraction(total.epsilon) >= Fraction(0.1) + Fraction(0.2)
+    assert Fraction(math.nextafter(total.epsilon, 0.0)) < Fraction(0.1) + Fraction(0.2)
+    assert Fraction(total.delta) >= Fraction(1e-7) + Fraction(2e-7)
+    left = Budget(1.0, 1e-6) - Budget(0.1, 1e-7)
+    assert Fraction(left.epsilon) <= 1 - Fraction(0.1)
+    assert Fraction(left.delta) <= Fraction(1e-6) - Fraction(1e-7)
+    assert (Budget(1.0) + Budget(1e-17)) - Budget(1.0) == Budget(2.220446049250313e-16)
+    assert Budget(1.0) + Budget(1e308) + Budget(1e308) == Budget.unlimited()  # overflows to inf
+    # Deltas: an overdraft of 1e-30 is refused too.
+    with pytest.raises(InvalidParameterError, match="a budget cannot go negative"):
+        Budget(1.0, 1e-6) - Budget(0.0, 1e-6 + 1e-21)
+    with pytest.raises(InvalidParameterError, match="a budget cannot go negative"):
+        Budget.unlimited() - Budget(math.inf, 1e-9)
+    with pytest.raises(InvalidParameterError, match="a budget cannot go negative"):
+        Budget(5.0) - Budget.unlimited()
+
+
+def test_exact_inputs_are_rounded_down() -> None:
+    # A budget never allows more than was given: exact rationals round down to a float.
+    assert Budget(Fraction(1, 10)).epsilon == math.nextafter(0.1, 0.0)
+    assert Fraction(Budget(Fraction(1, 3)).epsilon) <= Fraction(1, 3)
+    assert Budget(10**17 + 1).epsilon == 1e17
+    assert Budget(1.0, Fraction(1, 10**5)).delta < 1e-5  # the float 1e-5 is above 1/10^5
+    assert Budget(np.float32(0.1)).epsilon == float(np.float32(0.1))  # exact already
+
+
+@pytest.mark.parametrize(
+    ("epsilon", "pattern"),
+    [
+        (10**400, "epsilon must be a finite real number"),
+        (Fraction(10**400, 3), "epsilon must be a finite real number"),
+        (Fraction(-1, 10**400), "epsilon must be >= 0"),
+    ],
+)
+def test_budget_refuses_values_a_float_cannot_hold(epsilon: object, pattern: str) -> None:
+    with pytest.raises(InvalidParameterError, match=pattern):
+        Budget(epsilon)  # type: ignore[arg-type]
+
+
+@given(a=_budgets, b=_budgets)
+def test_arithmetic_is_exact(a: Budget, b: Budget) -> None:
+    total = a + b
+    assert Fraction(total.epsilon) >= Fraction(a.epsilon) + Fraction(b.epsilon)
+    assert Fraction(total.delta) >= Fraction(a.delta) + Fraction(b.delta)
+    back = total - b  # never raises: the sum was rounded up
+    assert back.covers(a)
+    if a.covers(b):
+        left = a - b
+        assert Fraction(left.epsilon) <= Fraction(a.epsilon) - Fraction(b.epsilon)
+        assert Fraction(left.delta) <= Fraction(a.delta) - Fraction(b.delta)
+    else:
+        with pytest.raises(InvalidParameterError):
+            a - b

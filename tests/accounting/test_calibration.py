@@ -11,11 +11,13 @@ from __future__ import annotations
 import importlib.util
 import math
 from collections.abc import Callable
+from fractions import Fraction
 
 import mpmath as mp
 import pytest
 
 from dpcurator.accounting import (
+    Budget,
     DiscreteGaussianEvent,
     GaussianEvent,
     LaplaceEvent,
@@ -32,6 +34,7 @@ from dpcurator.accounting._calibration import (
     zcdp_gaussian_sigma,
     zcdp_rho_for,
 )
+from dpcurator.accounting._filters import PrivacyFilter
 from dpcurator.accounting._rdp import RDPAccountant
 from dpcurator.accounting._zcdp import ZCDPAccountant, event_rho
 from dpcurator.errors import InvalidParameterError
@@ -77,7 +80,13 @@ def test_laplace_scale_never_rounds_below() -> None:
         for d in [1.0, 0.1, 3.0]:
             b = laplace_scale(eps, d)
             assert LaplaceEvent(scale=b, sensitivity=d).epsilon <= eps
+            assert Fraction(d) / Fraction(b) <= Fraction(eps)  # exactly, as accountants count
             assert b == pytest.approx(d / eps, rel=1e-15)
+    # Regression: 1 / (1/3) rounds to 3.0, and 1/3 exactly is above the float 1/3; a budget of
+    # the float 1/3 must still take the release calibrated for it.
+    third = 1 / 3
+    assert Fraction(1, 3) > Fraction(third)
+    PrivacyFilter(Budget(third)).spend(LaplaceEvent(scale=laplace_scale(third)))
 
 
 # --------------------------------------------------------------------------------------------
@@ -131,6 +140,8 @@ def test_zcdp_gaussian_sigma() -> None:
     for rho in [1e-3, 0.3, 7.0]:
         sigma = zcdp_gaussian_sigma(rho, sensitivity=2.0)
         assert event_rho(GaussianEvent(sigma=sigma, sensitivity=2.0)) <= rho
+        exact = ZCDPAccountant().compose(GaussianEvent(sigma=sigma, sensitivity=2.0)).rho_exact
+        assert exact <= Fraction(rho)
         assert sigma == pytest.approx(2.0 / math.sqrt(2 * rho), rel=1e-15)
 
 

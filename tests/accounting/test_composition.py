@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.special import ndtr
 
+from dpcurator._validation import ceil_float
 from dpcurator.accounting import (
     ApproxDPEvent,
     ComposedEvent,
@@ -74,12 +75,60 @@ def test_basic_get_delta_below_the_sum_is_the_worst_pair() -> None:
 
 
 def test_basic_sums_are_exact() -> None:
-    # A thousand releases of 0.001 fill a budget of 1 exactly (float addition would overshoot).
+    # A thousand Laplace releases of scale 1000 (epsilon exactly 1/1000 each) sum to exactly 1;
+    # float addition of their epsilons would overshoot.
     acc = BasicAccountant()
     for _ in range(1000):
-        acc.compose(PureDPEvent(0.001))
+        acc.compose(LaplaceEvent(scale=1000.0))
+    assert acc.exact_sums == (Fraction(1), Fraction(0))
     assert acc.get_epsilon(0.0) == 1.0
     assert sum([0.001] * 1000) != 1.0  # the naive sum the exact one avoids
+    # The float 0.001 is 1/1000 + 2.1e-20: a thousand of them exceed 1, and the reported sum
+    # is rounded up, not to the nearest float (which would be 1.0).
+    pure = BasicAccountant().compose(PureDPEvent(0.001), count=1000)
+    assert pure.exact_sums[0] == 1000 * Fraction(0.001) > 1
+    assert pure.get_epsilon(0.0) == math.nextafter(1.0, 2.0)
+
+
+def test_basic_reports_round_up_never_to_nearest() -> None:
+    # Regression: 1 + 1e-17 used to be reported as 1.0 (float() rounds to nearest).
+    acc = BasicAccountant().compose(PureDPEvent(1.0)).compose(PureDPEvent(1e-17))
+    assert acc.exact_sums[0] == 1 + Fraction(1e-17)
+    assert acc.get_epsilon(0.0) == math.nextafter(1.0, 2.0)
+    deltas = BasicAccountant().compose(ApproxDPEvent(0.5, 1e-6)).compose(ApproxDPEvent(0, 1e-30))
+    assert deltas.get_delta(0.5) > 1e-6
+    assert deltas.get_epsilon(1e-6) == math.inf  # the deltas no longer fit in 1e-6
+
+
+def test_pure_events_count_their_exact_epsilon() -> None:
+    # d / b exactly, not the float quotient (1 / 3.0 rounds below 1/3).
+    third = LaplaceEvent(scale=3.0)
+    assert third.epsilon < Fraction(1, 3)
+    acc = BasicAccountant().compose(third, count=3)
+    assert acc.exact_sums[0] == 1
+    assert acc.compose(DiscreteLaplaceEvent(scale=7.0, sensitivity=2)).exact_sums[0] == Fraction(
+        9, 7
+    )
+    # Randomized response: a rigorous upper bound of ln 3, a few ulps above it.
+    rr = BasicAccountant().compose(RandomizedResponseEvent(0.75)).exact_sums[0]
+    with mpmath.workdps(40):
+        assert mpmath.mpf(rr.numerator) / rr.denominator > mpmath.log(3)
+    assert float(rr) == pytest.approx(math.log(3.0), rel=1e-15)
+
+
+@pytest.mark.parametrize(
+    ("rate", "epsilon"), [(0.001, 0.5), (1e-6, 5.0), (0.3, 2.0), (0.5, 1e-9), (0.9, 40.0)]
+)
+def test_amplification_is_an_upper_bound(rate: float, epsilon: float) -> None:
+    acc = BasicAccountant().compose(PoissonSampledEvent(rate, PureDPEvent(epsilon)))
+    got = acc.exact_sums[0]
+    with mpmath.workdps(60):
+        exact = mpmath.log1p(mpmath.mpf(rate) * mpmath.expm1(mpmath.mpf(epsilon)))
+        assert mpmath.mpf(got.numerator) / got.denominator >= exact
+        assert float(got) == pytest.approx(float(exact), rel=1e-12)
+    # Sampling m of n: the rate m/n exactly (the float 1/3 is below it).
+    wor = BasicAccountant().compose(SampledWithoutReplacementEvent(1, 3, ApproxDPEvent(1.0, 3e-6)))
+    assert wor.exact_sums[1] == Fraction(3e-6) / 3
 
 
 def test_empty_accountants_spend_nothing() -> None:
@@ -211,7 +260,9 @@ def test_gaussian_epsilon_inverts_the_profile(monkeypatch: pytest.MonkeyPatch) -
     n_calls = len(fake.calls)
     acc.compose(GaussianEvent(sigma=3.0, sensitivity=2.0), count=4)
     assert len(fake.calls) == n_calls
-    assert acc.get_epsilon(5e-5) == pytest.approx(5 * eps, rel=1e-14)
+    # Exact sums: 5 x the float 1e-5 is above the float 5e-5; read at the sum rounded up.
+    assert acc.get_epsilon(5e-5) == math.inf
+    assert acc.get_epsilon(ceil_float(5 * Fraction(1e-5))) == pytest.approx(5 * eps, rel=1e-14)
     # A weak Gaussian whose delta(0) is already below gaussian_delta costs epsilon 0.
     weak = BasicAccountant(gaussian_delta=0.5).compose(GaussianEvent(sigma=100.0))
     assert weak.get_epsilon(0.5) == 0.0
@@ -257,11 +308,18 @@ def test_advanced_composition_lecture_case() -> None:
 
 def test_advanced_composition_with_deltas() -> None:
     # Total delta k delta + delta': the accountant spends what is left on delta'.
-    acc = AdvancedCompositionAccountant().compose(ApproxDPEvent(0.05, 1e-8), count=200)
-    total = 200 * 1e-8 + 1e-6
-    expected = advanced_composition_epsilon(0.05, 1e-8, 200, 1e-6)
+    # A dyadic delta, so that 200 of them sum to a float exactly (sums are exact).
+    acc = AdvancedCompositionAccountant().compose(ApproxDPEvent(0.05, 2.0**-27), count=200)
+    total = 200 * 2.0**-27 + 1e-6
+    expected = advanced_composition_epsilon(0.05, 2.0**-27, 200, 1e-6)
     assert acc.get_epsilon(total) == pytest.approx(expected, rel=1e-9)
-    assert acc.get_epsilon(200 * 1e-8) == pytest.approx(10.0, rel=1e-12)  # basic only
+    assert acc.get_epsilon(200 * 2.0**-27) == pytest.approx(10.0, rel=1e-12)  # basic only
+    # With decimal deltas the float product is below the exact sum: no finite epsilon there.
+    decimal = AdvancedCompositionAccountant().compose(ApproxDPEvent(0.05, 1e-8), count=200)
+    assert 200 * Fraction(1e-8) > Fraction(200 * 1e-8)
+    assert decimal.get_epsilon(200 * 1e-8) == math.inf
+    sum_deltas = ceil_float(200 * Fraction(1e-8))
+    assert decimal.get_epsilon(sum_deltas) <= 10.0
     assert acc.get_epsilon(1e-6) == math.inf
 
 
@@ -347,7 +405,9 @@ def test_optimal_equals_exact_randomized_response_enumeration(
     acc = OptimalHomogeneousAccountant().compose(RandomizedResponseEvent(0.75), count=k)
     exact = _rr_hockey_stick_by_enumeration(k, Fraction(3, 4), e_eps_prime)
     got = acc.get_delta(math.log(e_eps_prime))
-    assert got == pytest.approx(float(exact), rel=1e-8, abs=1e-300)
+    # ln 3 is accounted as a rigorous upper bound a few ulps above it, so where the exact delta
+    # is 0 (eps' = k ln 3) the accountant reports a few 1e-16.
+    assert got == pytest.approx(float(exact), rel=1e-8, abs=1e-14)
     assert got >= float(exact) * (1 - 1e-15)  # an upper bound
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import threading
+from fractions import Fraction
 
 import pytest
 from hypothesis import given, settings
@@ -30,7 +31,13 @@ from dpcurator.accounting._composition import (
 )
 from dpcurator.accounting._filters import PrivacyFilter, PrivacyOdometer, parallel_composition
 from dpcurator.accounting._registry import ACCOUNTANT_NAMES, make_accountant
-from dpcurator.errors import BudgetExceededError, InvalidParameterError, UnsupportedEventError
+from dpcurator.accounting._zcdp import ZCDPAccountant, zcdp_to_epsilon
+from dpcurator.errors import (
+    BudgetExceededError,
+    InvalidParameterError,
+    UnsupportedError,
+    UnsupportedEventError,
+)
 
 
 def _available(module: str) -> bool:
@@ -56,18 +63,195 @@ def test_filter_refuses_and_spends_nothing() -> None:
     assert "remaining: Budget(epsilon=0.4" in message
     assert "LaplaceEvent(scale=2.0" in message
     assert "Nothing was spent" in message
-    # A release that fits still goes through afterwards.
-    assert f.spend(PureDPEvent(0.4)) == Budget(0.0, 0.0)
+    # A release that fits still goes through afterwards; 1/1.6666666666666667 + 0.4 (floats)
+    # is 1 - 4.4e-18 exactly, so a remainder of that size is left (rounded down).
+    left = f.spend(PureDPEvent(0.4))
+    assert left.delta == 0.0 and 0.0 < left.epsilon < 1e-17
+    assert 1 - f.spent_exact[0] >= Fraction(left.epsilon)
 
 
 def test_filter_fills_the_budget_exactly() -> None:
     f = PrivacyFilter(Budget(1.0))
     for _ in range(10):
-        f.spend(PureDPEvent(0.1))
+        f.spend(LaplaceEvent(scale=10.0))  # epsilon exactly 1/10
     assert f.spent == Budget(1.0, 0.0)
+    assert f.spent_exact == (Fraction(1), Fraction(0))
     assert f.remaining == Budget(0.0, 0.0)
     with pytest.raises(BudgetExceededError):
         f.spend(PureDPEvent(1e-9))
+    # The float 0.1 is 1/10 + 5.6e-18: ten of them exceed 1.0, so the tenth is refused.
+    g = PrivacyFilter(Budget(1.0))
+    for _ in range(9):
+        g.spend(PureDPEvent(0.1))
+    with pytest.raises(BudgetExceededError, match=r"1\.0000000000000002"):
+        g.spend(PureDPEvent(0.1))
+
+
+# -- exact decisions: nothing over the budget, not even by an ulp ---------------------------------
+
+
+def test_basic_filter_refuses_a_sub_ulp_overdraft() -> None:
+    # Regression: after spending all of Budget(1.0), eleven releases of 1e-17 were accepted,
+    # because 1 + 1e-17 rounded to the nearest float is 1.0.
+    f = PrivacyFilter(Budget(1.0))
+    f.spend(PureDPEvent(1.0))
+    assert f.remaining == Budget(0.0, 0.0)
+    with pytest.raises(BudgetExceededError, match=r"epsilon 1\.0000000000000002") as info:
+        f.spend(PureDPEvent(1e-17))
+    assert info.value.remaining == Budget(0.0, 0.0)
+    requested = info.value.requested
+    assert isinstance(requested, Budget) and requested.epsilon > 1.0
+    assert f.spent_exact == (Fraction(1), Fraction(0))
+    assert len(f.accountant.events) == 1
+    with pytest.raises(BudgetExceededError):
+        f.check(PureDPEvent(1e-300))
+
+
+def test_basic_filter_refuses_a_sub_ulp_delta_overdraft() -> None:
+    f = PrivacyFilter(Budget(1.0, 1e-6))
+    f.spend(ApproxDPEvent(0.5, 1e-6))
+    with pytest.raises(BudgetExceededError, match="would need delta"):
+        f.spend(ApproxDPEvent(0.0, 1e-30))
+    assert f.spent == Budget(0.5, 1e-6)
+    assert f.remaining == Budget(0.5, 0.0)
+
+
+def test_basic_filter_a_thousand_exact_thousandths() -> None:
+    # Laplace noise of scale 1000 is exactly 1/1000-DP: a thousand fill Budget(1.0) exactly.
+    f = PrivacyFilter(Budget(1.0))
+    for _ in range(1000):
+        f.spend(LaplaceEvent(scale=1000.0))
+    assert f.spent_exact == (Fraction(1), Fraction(0))
+    assert f.spent == Budget(1.0) and f.remaining == Budget(0.0)
+    with pytest.raises(BudgetExceededError):
+        f.spend(PureDPEvent(1e-17))
+    # The float 0.001 exceeds 1/1000 (by 2.1e-20): the thousandth PureDPEvent(0.001) would
+    # exceed the budget by 2.1e-17, so it is refused.
+    g = PrivacyFilter(Budget(1.0))
+    for _ in range(999):
+        g.spend(PureDPEvent(0.001))
+    with pytest.raises(BudgetExceededError):
+        g.spend(PureDPEvent(0.001))
+    assert g.spent_exact[0] == 999 * Fraction(0.001)
+
+
+def test_basic_filter_a_thousand_exact_delta_parts() -> None:
+    delta = 2.0**-20  # a dyadic delta: a thousand of them sum exactly
+    f = PrivacyFilter(Budget(1.0, 1000 * delta))
+    for _ in range(1000):
+        f.spend(ApproxDPEvent(0.0, delta))
+    assert f.spent_exact == (Fraction(0), 1000 * Fraction(delta))
+    assert f.remaining == Budget(1.0, 0.0)
+    with pytest.raises(BudgetExceededError):
+        f.spend(ApproxDPEvent(0.0, 1e-300))
+    # Decimal parts: 1000 x the float 1e-9 exceed the float 1e-6; the last one is refused.
+    g = PrivacyFilter(Budget(1.0, 1e-6))
+    assert 1000 * Fraction(1e-9) > Fraction(1e-6)
+    for _ in range(999):
+        g.spend(ApproxDPEvent(0.0, 1e-9))
+    with pytest.raises(BudgetExceededError):
+        g.spend(ApproxDPEvent(0.0, 1e-9))
+
+
+def test_remaining_is_rounded_down_and_spent_up() -> None:
+    f = PrivacyFilter(Budget(1.0, 1e-6))
+    left = f.spend(ApproxDPEvent(1 / 3, 1e-7))
+    exact_eps, exact_delta = f.spent_exact
+    assert exact_eps == Fraction(1 / 3) and exact_delta == Fraction(1e-7)
+    assert Fraction(left.epsilon) <= 1 - exact_eps < Fraction(math.nextafter(left.epsilon, 1.0))
+    assert Fraction(left.delta) <= Fraction(1e-6) - exact_delta
+    assert f.remaining == left
+    f.spend(LaplaceEvent(scale=3.0))  # exactly 1/3, which the float 1/3 is below
+    assert f.spent_exact[0] == Fraction(1 / 3) + Fraction(1, 3)
+    assert Fraction(f.spent.epsilon) >= f.spent_exact[0]  # rounded up
+    assert Fraction(f.remaining.epsilon) <= 1 - f.spent_exact[0]  # rounded down
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    epsilons=st.lists(
+        st.one_of(
+            st.floats(1e-18, 0.3),
+            st.sampled_from([0.1, 0.001, 1e-17, 0.25, 1 / 3, 0.2, 0.3]),
+        ),
+        min_size=1,
+        max_size=40,
+    ),
+    budget=st.sampled_from([1.0, 0.5, 0.3, 1 / 3, 0.9999999999999999]),
+)
+def test_basic_filter_accepts_iff_the_exact_sum_fits(epsilons: list[float], budget: float) -> None:
+    f = PrivacyFilter(Budget(budget))
+    total = Fraction(0)
+    for eps in epsilons:
+        fits = total + Fraction(eps) <= Fraction(budget)
+        try:
+            f.spend(PureDPEvent(eps))
+        except BudgetExceededError:
+            assert not fits
+            continue
+        assert fits
+        total += Fraction(eps)
+        assert f.spent_exact == (total, Fraction(0))
+        assert f.spent.epsilon <= budget
+        assert Fraction(f.spent.epsilon) >= total
+        assert f.remaining.epsilon >= 0.0
+        assert Fraction(f.remaining.epsilon) <= Fraction(budget) - total
+
+
+@pytest.mark.skipif(not _available("_zcdp"), reason="_zcdp.py not written yet")
+def test_zcdp_filter_refuses_a_sub_ulp_overdraft() -> None:
+    # Fill the filter to the largest rho (a float) it accepts, then add a rho of 1e-300: the
+    # exact sum of rho is then above it, and nothing rounds the extra away.
+    budget = Budget(1.0, 1e-6)
+    fresh = PrivacyFilter(budget, "zcdp")
+    lo, hi = 0.0, 1.0  # check(ZCDPEvent(lo)) fits (lo = 0: a no-op), hi does not
+    with pytest.raises(BudgetExceededError):
+        fresh.check(ZCDPEvent(hi))
+    while math.nextafter(lo, hi) < hi:
+        mid = (lo + hi) / 2
+        if not lo < mid < hi:  # pragma: no cover - adjacent floats
+            break
+        try:
+            fresh.check(ZCDPEvent(mid))
+        except BudgetExceededError:
+            hi = mid
+        else:
+            lo = mid
+    assert lo > 0.0 and math.nextafter(lo, 2.0) == hi
+    f = PrivacyFilter(budget, "zcdp")
+    f.spend(ZCDPEvent(lo))
+    assert f.spent.epsilon <= 1.0
+    with pytest.raises(BudgetExceededError):
+        f.spend(ZCDPEvent(1e-300))
+    acc = f.accountant
+    assert isinstance(acc, ZCDPAccountant)
+    assert acc.rho_exact == Fraction(lo)
+    assert f.spent_exact[0] == Fraction(f.spent.epsilon)
+
+
+@pytest.mark.skipif(not _available("_zcdp"), reason="_zcdp.py not written yet")
+def test_zcdp_filter_spent_is_an_upper_bound() -> None:
+    f = PrivacyFilter(Budget(2.0, 1e-6), "zcdp")
+    f.spend(GaussianEvent(sigma=3.0))
+    f.spend(LaplaceEvent(scale=10.0))
+    acc = f.accountant
+    assert isinstance(acc, ZCDPAccountant)
+    assert acc.rho_exact == Fraction(1, 18) + Fraction(1, 200)
+    assert Fraction(acc.rho) >= acc.rho_exact
+    assert f.spent.epsilon >= zcdp_to_epsilon(float(acc.rho_exact), 1e-6)
+    eps, delta = f.spent_exact
+    assert (eps, delta) == (Fraction(f.spent.epsilon), Fraction(f.spent.delta))
+    assert Fraction(f.remaining.epsilon) <= 2 - eps
+
+
+def test_spent_exact_of_an_unlimited_budget_without_a_finite_epsilon() -> None:
+    f = PrivacyFilter(Budget.unlimited())
+    f.spend(ApproxDPEvent(1.0, 0.5))
+    assert f.spent_exact == (Fraction(1), Fraction(1, 2))  # basic: the exact sums
+    g = PrivacyFilter(Budget.unlimited(), "zcdp")
+    g.spend(ZCDPEvent(0.5))
+    with pytest.raises(UnsupportedError, match="No finite epsilon"):
+        _ = g.spent_exact
 
 
 def test_filter_refuses_when_deltas_do_not_fit() -> None:
@@ -77,7 +261,7 @@ def test_filter_refuses_when_deltas_do_not_fit() -> None:
         f.spend(ApproxDPEvent(0.1, 6e-7))
     remaining = info.value.remaining
     assert isinstance(remaining, Budget)
-    assert remaining.epsilon == 0.9
+    assert remaining.epsilon == 0.8999999999999999  # 1 - 0.1000...0055, rounded down
     assert remaining.delta == pytest.approx(4e-7, rel=1e-9)
     assert f.spent == Budget(0.1, 6e-7)
 
@@ -178,7 +362,7 @@ def test_filter_is_thread_safe() -> None:
     def worker() -> None:
         for _ in range(25):
             try:
-                f.spend(PureDPEvent(0.01))
+                f.spend(LaplaceEvent(scale=100.0))  # epsilon exactly 1/100
             except BudgetExceededError:
                 continue
             with lock:
@@ -189,7 +373,7 @@ def test_filter_is_thread_safe() -> None:
         t.start()
     for t in threads:
         t.join()
-    assert len(accepted) == 100  # exact sums: exactly 100 releases of 0.01 fit in 1.0
+    assert len(accepted) == 100  # exact sums: exactly 100 releases of 1/100 fit in 1.0
     assert len(f.accountant.events) == 100
     assert f.spent == Budget(1.0, 0.0)
 
@@ -331,7 +515,8 @@ def test_parallel_composition_is_the_max() -> None:
 
 def test_parallel_composition_of_mixed_guarantees() -> None:
     mixed = parallel_composition([LaplaceEvent(scale=2.0), RandomizedResponseEvent(0.75)])
-    assert mixed == PureDPEvent(math.log(3.0))
+    assert isinstance(mixed, PureDPEvent)  # ln 3, rounded up to a rigorous upper bound
+    assert math.log(3.0) < mixed.epsilon <= math.log(3.0) * (1 + 1e-15)
     approx = parallel_composition([ApproxDPEvent(1.0, 1e-9), ApproxDPEvent(0.5, 1e-6)])
     assert approx == ApproxDPEvent(1.0, 1e-6)
     composed = parallel_composition(

@@ -7,6 +7,7 @@ Oracles: a direct numerical minimisation over the Rényi order in mpmath (50 dig
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import mpmath as mp
 import pytest
@@ -82,6 +83,15 @@ def test_epsilon_matches_direct_minimisation(rho: float, delta: float) -> None:
     assert ours == pytest.approx(exact, rel=1e-12)
     # Never worse than Bun and Steinke (2016, Proposition 1.3).
     assert ours <= rho + 2 * math.sqrt(rho * math.log(1 / delta))
+
+
+@pytest.mark.parametrize(("rho", "delta"), CASES)
+def test_conversions_are_rigorous_upper_bounds(rho: float, delta: float) -> None:
+    # No tolerance: a float that is >= the exact value is >= its nearest float too.
+    eps = zcdp_to_epsilon(rho, delta)
+    assert eps >= _mp_epsilon(rho, delta)
+    assert zcdp_to_delta(rho, eps) <= delta
+    assert zcdp_to_delta(rho, eps) >= _mp_delta(rho, eps)
 
 
 @pytest.mark.parametrize(
@@ -231,6 +241,32 @@ def test_rho_adds_under_composition() -> None:
     assert acc.rho == pytest.approx(total + 2.0, rel=1e-14)
     # Poisson "sampling" at rate 1 is no sampling.
     assert event_rho(PoissonSampledEvent(1.0, GaussianEvent(1.0))) == 0.5
+
+
+def test_rho_is_summed_exactly_and_rounded_up() -> None:
+    # Regression: a rho of 1e-300 added to 0.5 was lost (float addition rounds to nearest).
+    acc = ZCDPAccountant().compose(ZCDPEvent(0.5)).compose(ZCDPEvent(1e-300))
+    assert acc.rho_exact == Fraction(0.5) + Fraction(1e-300)
+    assert acc.rho == math.nextafter(0.5, 1.0)
+    assert acc.get_epsilon(1e-6) >= zcdp_to_epsilon(0.5, 1e-6)
+    # A thousand Gaussians of sigma 10: exactly 1000/200 = 5.
+    many = ZCDPAccountant().compose(GaussianEvent(sigma=10.0), count=1000)
+    assert many.rho_exact == 5 and many.rho == 5.0
+    assert sum([1 / 200] * 1000) != 5.0  # what float addition would report
+
+
+def test_event_rho_is_exact_from_the_floats_and_rounded_up() -> None:
+    # 1 / (2 * 3.0**2) rounds below 1/18; the exact value rounded up does not.
+    assert Fraction(1, 18) > 1 / (2 * 3.0**2)
+    got = event_rho(GaussianEvent(sigma=3.0))
+    assert Fraction(got) >= Fraction(1, 18) and got == pytest.approx(1 / 18, rel=1e-15)
+    assert Fraction(event_rho(LaplaceEvent(scale=3.0))) >= Fraction(1, 18)  # (1/3)^2 / 2
+    assert Fraction(event_rho(DiscreteGaussianEvent(sigma=3.0, sensitivity=2.0))) >= Fraction(2, 9)
+    rr = event_rho(RandomizedResponseEvent(0.75))
+    with mp.workdps(40):
+        assert mp.mpf(rr) >= mp.log(3) ** 2 / 2
+    acc = ZCDPAccountant().compose(GaussianEvent(sigma=3.0), count=3)
+    assert acc.rho_exact == Fraction(1, 6)
 
 
 @pytest.mark.parametrize(

@@ -34,6 +34,7 @@ import functools
 import importlib
 import math
 from collections.abc import Callable, Iterable
+from fractions import Fraction
 
 from scipy import special
 
@@ -131,7 +132,7 @@ def laplace_scale(epsilon: float, sensitivity: float = 1.0) -> float:
 
     The Laplace mechanism with scale ``b`` on a statistic of L1 sensitivity Δ is (Δ/b)-DP
     (Dwork, McSherry, Nissim and Smith 2006; lecture 000, the Laplace mechanism). The result is
-    rounded up so that ``sensitivity / b <= epsilon`` holds in floating point.
+    rounded up so that ``sensitivity / b <= epsilon`` holds exactly and in floating point.
 
     Parameters
     ----------
@@ -154,7 +155,8 @@ def laplace_scale(epsilon: float, sensitivity: float = 1.0) -> float:
     """
     eps = check_epsilon(epsilon)
     d = check_positive(sensitivity, "sensitivity")
-    return _round_up(d / eps, lambda b: d / b <= eps)
+    # Exactly (accountants count d / b as a rational) and in floating point.
+    return _round_up(d / eps, lambda b: Fraction(d) / Fraction(b) <= Fraction(eps) and d / b <= eps)
 
 
 def gaussian_sigma_classic(epsilon: float, delta: float, sensitivity: float = 1.0) -> float:
@@ -345,7 +347,14 @@ def zcdp_gaussian_sigma(rho: float, sensitivity: float = 1.0) -> float:
     """
     r = check_positive(rho, "rho")
     d = check_positive(sensitivity, "sensitivity")
-    return _round_up(d / math.sqrt(2.0 * r), lambda s: 1.0 / (2.0 * (s / d) ** 2) <= r)
+    # Exactly (accountants count d² / (2 s²) as a rational) and in floating point.
+    return _round_up(
+        d / math.sqrt(2.0 * r),
+        lambda s: (
+            Fraction(d) ** 2 / (2 * Fraction(s) ** 2) <= Fraction(r)
+            and 1.0 / (2.0 * (s / d) ** 2) <= r
+        ),
+    )
 
 
 def zcdp_rho_for(epsilon: float, delta: float) -> float:

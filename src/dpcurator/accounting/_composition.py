@@ -19,6 +19,13 @@ The three accountants here see every event through one (epsilon, delta)-DP guara
   composition, which is valid for any of them);
 - zCDP events are not (epsilon, delta) guarantees: use ``ZCDPAccountant``.
 
+Every event reduces to an exact rational (epsilon, delta): the floats' exact values, ``d / b``
+for Laplace noise of scale b on sensitivity d, ``m / n`` for a sample of m out of n; where the
+value is irrational (randomized response's logarithm, amplification, a Gaussian's epsilon) a
+float computed with a rigorous margin that puts it above the exact value. Sums are exact, and a
+float reported from them is rounded up (:func:`~dpcurator._validation.ceil_float`), so nothing
+reported is ever below what was spent, not even by an ulp.
+
 Examples
 --------
 >>> from dpcurator.accounting import LaplaceEvent
@@ -45,10 +52,13 @@ import numpy as np
 from scipy.special import gammaln, logsumexp
 
 from dpcurator._validation import (
+    ceil_float,
     check_delta,
     check_epsilon,
     check_integer,
     check_probability,
+    floor_float,
+    next_up,
 )
 from dpcurator.accounting._accountant import Accountant
 from dpcurator.accounting._events import (
@@ -89,27 +99,82 @@ _GAUSSIAN_EVENTS = (GaussianEvent, DiscreteGaussianEvent)
 
 
 class _Guarantee(NamedTuple):
-    """``times`` mechanisms, each (epsilon, delta)-DP."""
+    """``times`` mechanisms, each (exact_epsilon, exact_delta)-DP.
 
-    epsilon: float
-    delta: float
+    The exact values are rationals: the event's exact epsilon and delta, or rigorous upper
+    bounds of them where those are irrational. ``epsilon`` and ``delta`` round them up.
+    """
+
+    exact_epsilon: Fraction
+    exact_delta: Fraction
     times: int
+
+    @property
+    def epsilon(self) -> float:
+        """``exact_epsilon`` rounded up to a float."""
+        return ceil_float(self.exact_epsilon)
+
+    @property
+    def delta(self) -> float:
+        """``exact_delta`` rounded up to a float."""
+        return ceil_float(self.exact_delta)
+
+
+# Relative error bound of one floating-point operation (libm functions are within 1 ulp).
+_EPS = 2.0**-52
+
+
+def _pad_up(value: float, ulps: float) -> float:
+    """Return ``value`` plus a relative margin of ``ulps`` units of 2^-52, rounded up.
+
+    An upper bound of the exact quantity when ``value`` was computed with a relative error
+    below that margin.
+    """
+    return next_up(value + abs(value) * ulps * _EPS)
+
+
+def exact_pure_epsilon(event: PrivacyEvent) -> Fraction:
+    """Return the epsilon of a pure-DP event as an exact rational (an upper bound if irrational).
+
+    Package-internal helper (the zCDP accountant uses it too). ``PureDPEvent``: its float.
+    Laplace and discrete Laplace: ``sensitivity / scale`` exactly (not the float quotient,
+    which may round below it). Randomized response: ``ln(p (k - 1) / (1 - p))``, the ratio
+    rounded up and the logarithm padded by two ulps (libm's log is within one).
+    """
+    if isinstance(event, PureDPEvent):
+        return Fraction(event.epsilon)
+    if isinstance(event, LaplaceEvent | DiscreteLaplaceEvent):
+        return Fraction(event.sensitivity) / Fraction(event.scale)
+    if isinstance(event, RandomizedResponseEvent):
+        p = Fraction(event.p_truth)
+        ratio = p * (event.categories - 1) / (1 - p)
+        return Fraction(next_up(math.log(ceil_float(ratio)), 2))
+    raise InternalError(f"{event!r} is not a pure-DP event.")  # pragma: no cover
 
 
 # -- reduction of events to (epsilon, delta) ---------------------------------------------------
 
 
-def _amplify(epsilon: float, delta: float, rate: float) -> tuple[float, float]:
+def _amplify(epsilon: Fraction, delta: Fraction, rate: Fraction) -> tuple[Fraction, Fraction]:
     """Amplification by subsampling at rate q (Balle, Barthe and Gaboardi 2018, Thms 8 and 9).
 
     ``(ln(1 + q (e^eps - 1)), q delta)``; for large eps the log is taken as
-    ``eps + ln(q + (1 - q) e^-eps)`` so that it does not overflow.
+    ``eps + ln(q + (1 - q) e^-eps)`` so that it does not overflow. The delta is exact; the
+    epsilon is computed from eps and q rounded up (it increases in both) and padded by a bound
+    on its floating-point error (an absolute one for the large-eps form, whose sum cancels),
+    so it is never below the exact value; it is at most eps, which always holds.
     """
-    if epsilon > 1.0:
-        eps = epsilon + math.log(rate + (1.0 - rate) * math.exp(-epsilon))
+    if rate >= 1:
+        return epsilon, delta
+    eps, q = ceil_float(epsilon), ceil_float(rate)
+    if not math.isfinite(eps):
+        return epsilon, rate * delta
+    if eps > 1.0:
+        log_term = math.log(q + (1.0 - q) * math.exp(-eps))
+        value = next_up(eps + log_term + 16 * _EPS * (eps + abs(log_term)))
     else:
-        eps = math.log1p(rate * math.expm1(epsilon))
-    return min(eps, epsilon), rate * delta
+        value = _pad_up(math.log1p(q * math.expm1(eps)), 8)
+    return min(Fraction(value), epsilon), rate * delta
 
 
 def _gaussian_epsilon(event: PrivacyEvent, delta: float) -> float:
@@ -179,14 +244,17 @@ class _ApproxDPAccountant(Accountant):
             return [g._replace(times=g.times * event.count) for g in self._guarantees(event.event)]
         return [_Guarantee(*self._single(event), 1)]
 
-    def _single(self, event: PrivacyEvent) -> tuple[float, float]:
+    def _single(self, event: PrivacyEvent) -> tuple[Fraction, Fraction]:
         if isinstance(event, _PURE_EVENTS):
-            return event.epsilon, 0.0
+            return exact_pure_epsilon(event), Fraction(0)
         if isinstance(event, ApproxDPEvent):
-            return event.epsilon, event.delta
-        if isinstance(event, PoissonSampledEvent | SampledWithoutReplacementEvent):
+            return Fraction(event.epsilon), Fraction(event.delta)
+        if isinstance(event, PoissonSampledEvent):
             eps, delta = _basic_sum(self._guarantees(event.event))
-            return _amplify(eps, delta, event.sampling_rate)
+            return _amplify(eps, delta, Fraction(event.sampling_rate))
+        if isinstance(event, SampledWithoutReplacementEvent):
+            eps, delta = _basic_sum(self._guarantees(event.event))
+            return _amplify(eps, delta, Fraction(event.sample_size, event.population_size))
         if isinstance(event, _GAUSSIAN_EVENTS):
             if self._gaussian_delta is None:
                 raise UnsupportedEventError(
@@ -198,7 +266,7 @@ class _ApproxDPAccountant(Accountant):
                 )
             if event not in self._gaussian_epsilons:
                 self._gaussian_epsilons[event] = _gaussian_epsilon(event, self._gaussian_delta)
-            return self._gaussian_epsilons[event], self._gaussian_delta
+            return Fraction(self._gaussian_epsilons[event]), Fraction(self._gaussian_delta)
         if isinstance(event, ZCDPEvent):
             raise UnsupportedEventError(
                 f"{type(self).__name__} cannot account for {event!r}: a zCDP guarantee is not an "
@@ -243,32 +311,26 @@ class _ApproxDPAccountant(Accountant):
         return clone
 
 
-def _exact(value: float, times: int = 1) -> Fraction:
-    """``value * times`` as an exact rational (a float is a dyadic rational).
+def _basic_sum(guarantees: list[_Guarantee]) -> tuple[Fraction, Fraction]:
+    """Compose ``guarantees`` by basic composition: (sum epsilon_i, min(1, sum delta_i)), exactly.
 
-    The accountants keep their sums as exact fractions: long sums do not drift (a thousand
-    releases of 0.001 sum to 1.0, not 1.0000000000000007), and the one final rounding to the
-    nearest float is below 1.2e-16 relative, far below any meaningful difference in privacy. It
-    lets a budget split in equal decimal parts add back up. Fractions are immutable, so copies
-    of an accountant share them safely.
+    The accountants keep their sums as exact fractions: long sums do not drift, and what they
+    report is rounded up once, at the end. Fractions are immutable, so copies of an accountant
+    share them safely.
     """
-    return Fraction(value) * times
-
-
-def _basic_sum(guarantees: list[_Guarantee]) -> tuple[float, float]:
-    """Compose ``guarantees`` by basic composition: (sum epsilon_i, min(1, sum delta_i))."""
-    eps = sum((_exact(g.epsilon, g.times) for g in guarantees), Fraction(0))
-    delta = sum((_exact(g.delta, g.times) for g in guarantees), Fraction(0))
-    return float(eps), min(float(delta), 1.0)
+    eps = sum((g.exact_epsilon * g.times for g in guarantees), Fraction(0))
+    delta = sum((g.exact_delta * g.times for g in guarantees), Fraction(0))
+    return eps, min(delta, Fraction(1))
 
 
 def approx_dp_guarantee(event: PrivacyEvent) -> tuple[float, float]:
-    """(epsilon, delta) of ``event`` as the classic accountants see it (basic composition inside).
+    """(epsilon, delta) of ``event`` as the classic accountants see it, rounded up to floats.
 
-    Package-internal helper (parallel composition uses it); raises
+    Basic composition inside. Package-internal helper (parallel composition uses it); raises
     :class:`~dpcurator.errors.UnsupportedEventError` for Gaussian and zCDP events.
     """
-    return _basic_sum(BasicAccountant()._guarantees(event))
+    eps, delta = _basic_sum(BasicAccountant()._guarantees(event))
+    return ceil_float(eps), ceil_float(delta)
 
 
 def _worst_case_delta(epsilon: float, delta: float, at: float) -> float:
@@ -283,8 +345,9 @@ def _worst_case_delta(epsilon: float, delta: float, at: float) -> float:
     if at >= epsilon:
         return delta
     # (e^eps - e^at) / (1 + e^eps) = -expm1(at - eps) / (1 + e^-eps), stable for large eps.
+    # Each step errs by at most a few units of 2^-53 relative (the terms are positive): padded.
     slope = -math.expm1(at - epsilon) / (1.0 + math.exp(-epsilon))
-    return min(1.0, delta + (1.0 - delta) * slope)
+    return min(1.0, _pad_up(delta + (1.0 - delta) * slope, 8))
 
 
 # -- basic composition -------------------------------------------------------------------------
@@ -312,19 +375,26 @@ class BasicAccountant(_ApproxDPAccountant):
     otherwise (no finite epsilon is certified). ``get_delta(epsilon)`` is ``sum delta_i`` when
     ``epsilon >= sum eps_i``; below that it is the delta of the worst
     (sum eps_i, sum delta_i)-DP pair at ``epsilon`` (Kairouz, Oh and Viswanath 2015, Thm 2.1).
-    Sums are exact (floats added as rationals), then rounded to the nearest float.
+    Sums are exact (each event's exact epsilon and delta, see the module docstring, added as
+    rationals; :attr:`exact_sums` returns them); what is reported is rounded *up* to a float,
+    never to the nearest, so it never understates what was spent.
 
     Examples
     --------
+    >>> from fractions import Fraction
     >>> from dpcurator.accounting import ApproxDPEvent, LaplaceEvent
     >>> from dpcurator.accounting._composition import BasicAccountant
-    >>> acc = BasicAccountant().compose(LaplaceEvent(scale=10.0), count=3)
-    >>> acc.compose(ApproxDPEvent(0.2, 1e-6)).get_epsilon(1e-6)
-    0.5
+    >>> acc = BasicAccountant().compose(LaplaceEvent(scale=10.0), count=3)  # 3 x 1/10
+    >>> acc.compose(ApproxDPEvent(0.25, 1e-6)).get_epsilon(1e-6)
+    0.55
+    >>> acc.exact_sums[0] == Fraction(3, 10) + Fraction(1, 4)
+    True
     >>> acc.get_epsilon(1e-7)
     inf
-    >>> acc.get_delta(0.5)
+    >>> acc.get_delta(0.55)
     1e-06
+    >>> acc.compose(ApproxDPEvent(0.45, 0.0)).get_epsilon(1e-6)  # the float 0.45 is > 9/20
+    1.0000000000000002
     """
 
     name: ClassVar[str] = "basic"
@@ -335,28 +405,34 @@ class BasicAccountant(_ApproxDPAccountant):
         self._eps_sum = Fraction(0)
         self._delta_sum = Fraction(0)
 
+    @property
+    def exact_sums(self) -> tuple[Fraction, Fraction]:
+        """``(sum of epsilons, sum of deltas)`` of everything composed, as exact rationals."""
+        return self._eps_sum, self._delta_sum
+
     def _add(self, guarantee: _Guarantee) -> None:
-        self._eps_sum += _exact(guarantee.epsilon, guarantee.times)
-        self._delta_sum += _exact(guarantee.delta, guarantee.times)
+        self._eps_sum += guarantee.exact_epsilon * guarantee.times
+        self._delta_sum += guarantee.exact_delta * guarantee.times
 
     def _epsilon(self, delta: float) -> float:
-        return float(self._eps_sum) if delta >= float(self._delta_sum) else math.inf
+        return ceil_float(self._eps_sum) if Fraction(delta) >= self._delta_sum else math.inf
 
     def _delta(self, epsilon: float) -> float:
-        sum_delta = min(float(self._delta_sum), 1.0)
-        return _worst_case_delta(float(self._eps_sum), sum_delta, epsilon)
+        sum_delta = min(ceil_float(self._delta_sum), 1.0)
+        return _worst_case_delta(ceil_float(self._eps_sum), sum_delta, epsilon)
 
 
 # -- advanced composition ----------------------------------------------------------------------
 
 
 def _advanced_epsilon(sum_sq: float, drift: float, delta_prime: float) -> float:
-    return math.sqrt(2.0 * math.log(1.0 / delta_prime) * sum_sq) + drift
+    """``sqrt(2 ln(1/delta') sum_sq) + drift``, padded up by its floating-point error."""
+    return _pad_up(math.sqrt(2.0 * -math.log(delta_prime) * sum_sq) + drift, 8)
 
 
 def _drift(epsilon: float) -> float:
     """Bound on the expected privacy loss of an epsilon-DP step: eps (e^eps - 1)/(e^eps + 1)."""
-    return epsilon * math.tanh(epsilon / 2.0)
+    return _pad_up(epsilon * math.tanh(epsilon / 2.0), 8)
 
 
 def advanced_composition_epsilon(epsilon: float, delta: float, k: int, delta_prime: float) -> float:
@@ -516,28 +592,34 @@ class AdvancedCompositionAccountant(_ApproxDPAccountant):
         self._delta_sum = Fraction(0)
 
     def _add(self, guarantee: _Guarantee) -> None:
-        eps, times = guarantee.epsilon, guarantee.times
-        self._eps_sum += _exact(eps, times)
-        self._sq_sum += _exact(eps * eps, times)
-        self._drift_sum += _exact(_drift(eps), times)
-        self._delta_sum += _exact(guarantee.delta, times)
+        eps, times = guarantee.exact_epsilon, guarantee.times
+        self._eps_sum += eps * times
+        self._sq_sum += eps * eps * times
+        self._drift_sum += Fraction(_drift(guarantee.epsilon)) * times
+        self._delta_sum += guarantee.exact_delta * times
 
     def _epsilon(self, delta: float) -> float:
-        basic = float(self._eps_sum)
-        slack = delta - float(self._delta_sum)
-        if slack < 0.0:
+        basic = ceil_float(self._eps_sum)
+        exact_slack = Fraction(delta) - self._delta_sum
+        if exact_slack < 0:
             return math.inf
-        if slack == 0.0:
+        slack = floor_float(exact_slack)  # a smaller delta' gives a larger epsilon': safe
+        if slack <= 0.0:
             return basic
-        return min(basic, _advanced_epsilon(float(self._sq_sum), float(self._drift_sum), slack))
+        sum_sq, drift = ceil_float(self._sq_sum), ceil_float(self._drift_sum)
+        return min(basic, _advanced_epsilon(sum_sq, drift, slack))
 
     def _delta(self, epsilon: float) -> float:
-        sum_delta = min(float(self._delta_sum), 1.0)
-        best = _worst_case_delta(float(self._eps_sum), sum_delta, epsilon)
-        sum_sq, drift = float(self._sq_sum), float(self._drift_sum)
+        sum_delta = min(ceil_float(self._delta_sum), 1.0)
+        best = _worst_case_delta(ceil_float(self._eps_sum), sum_delta, epsilon)
+        sum_sq, drift = ceil_float(self._sq_sum), ceil_float(self._drift_sum)
         if epsilon > drift and sum_sq > 0.0:
-            delta_prime = math.exp(-((epsilon - drift) ** 2) / (2.0 * sum_sq))
-            best = min(best, sum_delta + delta_prime)
+            gap = floor_float(Fraction(epsilon) - Fraction(drift))
+            exponent = gap * gap / (2.0 * sum_sq)
+            exponent -= 4 * _EPS * exponent  # a lower bound of the exact exponent
+            # exp errs by an ulp, plus the exponent's own error scaled by its size: padded.
+            delta_prime = next_up(math.exp(-exponent) * (1.0 + 8 * _EPS * (exponent + 1.0)))
+            best = min(best, next_up(sum_delta + delta_prime))
         return min(best, 1.0)
 
 

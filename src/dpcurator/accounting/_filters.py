@@ -24,8 +24,10 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Iterable
+from fractions import Fraction
+from typing import NamedTuple
 
-from dpcurator._validation import check_delta
+from dpcurator._validation import ceil_float, check_delta, floor_float
 from dpcurator.accounting._accountant import Accountant
 from dpcurator.accounting._budget import Budget
 from dpcurator.accounting._composition import BasicAccountant, approx_dp_guarantee
@@ -39,7 +41,12 @@ from dpcurator.accounting._events import (
     ZCDPEvent,
 )
 from dpcurator.accounting._registry import make_accountant
-from dpcurator.errors import BudgetExceededError, InvalidParameterError, UnsupportedEventError
+from dpcurator.errors import (
+    BudgetExceededError,
+    InvalidParameterError,
+    UnsupportedError,
+    UnsupportedEventError,
+)
 
 __all__ = ["PrivacyFilter", "PrivacyOdometer", "parallel_composition"]
 
@@ -74,6 +81,37 @@ def _spent(accountant: Accountant, delta: float) -> Budget:
     return Budget(epsilon, min(accountant.get_delta(epsilon), delta))
 
 
+class _Reading(NamedTuple):
+    """What an accountant has spent, read against a budget."""
+
+    spent: Budget  # as reported: rounded up
+    epsilon: Fraction | None  # the exact total (None: no finite epsilon is certified)
+    delta: Fraction
+    fits: bool  # whether it fits in the budget, decided exactly
+
+
+def _read(accountant: Accountant, budget: Budget) -> _Reading:
+    """Read ``accountant`` against ``budget``; basic composition is compared exactly.
+
+    For :class:`BasicAccountant` the exact sums are compared with the budget's exact values
+    (as Fractions), so a total that exceeds the budget by less than an ulp is refused. Other
+    accountants report floats that are upper bounds of the exact values; those are compared.
+    """
+    if isinstance(accountant, BasicAccountant):
+        eps, delta = accountant.exact_sums
+        if delta <= Fraction(budget.delta):
+            spent = Budget(ceil_float(eps), ceil_float(delta))
+        else:
+            spent = Budget(math.inf, budget.delta)
+        fits = not budget.is_finite or (
+            eps <= Fraction(budget.epsilon) and delta <= Fraction(budget.delta)
+        )
+        return _Reading(spent, eps, delta, fits)
+    spent = _spent(accountant, budget.delta)
+    exact_eps = Fraction(spent.epsilon) if spent.is_finite else None
+    return _Reading(spent, exact_eps, Fraction(spent.delta), spent.epsilon <= budget.epsilon)
+
+
 class PrivacyFilter:
     r"""A privacy budget that refuses any release that would exceed it.
 
@@ -85,6 +123,13 @@ class PrivacyFilter:
     (which also requires the deltas to fit), and otherwise raises
     :class:`~dpcurator.errors.BudgetExceededError` with what was requested and what is left,
     having spent nothing. Mechanisms call :meth:`spend` before drawing any noise.
+
+    The decision is exact. With basic composition a release is accepted iff the exact
+    (rational) sums of epsilons and deltas stay within the budget's exact values: a total that
+    exceeds the budget by 1e-17 is refused. Other accountants report floats that are upper
+    bounds of what they certify (rounded up, with margins for floating-point error), and those
+    are compared. :attr:`spent` is rounded up, :attr:`remaining` rounded down (never negative),
+    and :attr:`spent_exact` gives the exact totals.
 
     The whole interaction is (epsilon, delta)-DP only if the accountant's composition theorem
     covers the way releases were chosen. With ``adaptive_parameters=True`` (the default) the
@@ -158,12 +203,12 @@ class PrivacyFilter:
         self._accountant = acc
         self._adaptive = adaptive
         self._lock = threading.Lock()
-        self._spent = _spent(acc, budget.delta)
-        if self._spent.epsilon > budget.epsilon:
+        self._reading = _read(acc, budget)
+        if not self._reading.fits:
             raise InvalidParameterError(
                 "accountant",
                 acc,
-                f"has already spent {self._spent}, more than the budget {budget}",
+                f"has already spent {self._reading.spent}, more than the budget {budget}",
             )
 
     @property
@@ -185,41 +230,73 @@ class PrivacyFilter:
     def spent(self) -> Budget:
         """What was spent: the accountant's epsilon at the budget's delta, and the delta it uses.
 
-        For basic composition this is (sum of epsilons, sum of deltas). For tighter accountants
-        the delta is the budget's delta, at which epsilon is read off.
+        For basic composition this is (sum of epsilons, sum of deltas), each rounded up to a
+        float (never to the nearest: a sum of 1 + 1e-17 reads 1.0000000000000002). For tighter
+        accountants the delta is the budget's delta, at which epsilon is read off.
         """
         with self._lock:
-            return self._spent
+            return self._reading.spent
+
+    @property
+    def spent_exact(self) -> tuple[Fraction, Fraction]:
+        """What was spent as exact rationals ``(epsilon, delta)``.
+
+        For basic composition, the exact sums of the events' epsilons and deltas (the
+        decisions compare these with the budget). For other accountants, :attr:`spent`'s
+        floats (upper bounds of what they certify) as Fractions.
+
+        Raises
+        ------
+        UnsupportedError
+            If no finite epsilon is certified at the budget's delta (possible only with an
+            unlimited budget, which never refuses).
+        """
+        with self._lock:
+            reading = self._reading
+        if reading.epsilon is None:
+            raise UnsupportedError(
+                f"No finite epsilon is certified at the budget's delta {self._budget.delta!r}: "
+                f"spent is {reading.spent}, which has no exact value."
+            )
+        return reading.epsilon, reading.delta
 
     @property
     def remaining(self) -> Budget:
-        """``budget - spent``, clamped at 0 (``inf`` stays ``inf`` for an unlimited budget).
+        """``budget - spent``, computed exactly and rounded down (``inf`` stays ``inf``).
 
-        With a tight accountant (PLD, RDP ...) the remaining delta is 0 once anything with a
-        delta was spent, because the budget's delta is where epsilon is read off; a further
-        release may still fit: :meth:`check` and :meth:`spend` decide with the accountant.
+        It is never negative, and never above the exact difference. With a tight accountant
+        (PLD, RDP ...) the remaining delta is 0 once anything with a delta was spent, because
+        the budget's delta is where epsilon is read off; a further release may still fit:
+        :meth:`check` and :meth:`spend` decide with the accountant.
         """
         with self._lock:
-            return self._remaining(self._spent)
+            return self._remaining(self._reading)
 
-    def _remaining(self, spent: Budget) -> Budget:
+    def _remaining(self, reading: _Reading) -> Budget:
         budget = self._budget
-        eps = math.inf if math.isinf(budget.epsilon) else max(budget.epsilon - spent.epsilon, 0.0)
-        return Budget(eps, max(budget.delta - spent.delta, 0.0))
+        zero = Fraction(0)
+        if not budget.is_finite:
+            eps = math.inf
+        elif reading.epsilon is None:  # pragma: no cover - refused for a finite budget
+            eps = 0.0
+        else:
+            eps = floor_float(max(Fraction(budget.epsilon) - reading.epsilon, zero))
+        return Budget(eps, floor_float(max(Fraction(budget.delta) - reading.delta, zero)))
 
-    def _try(self, event: PrivacyEvent) -> tuple[Accountant, Budget]:
+    def _try(self, event: PrivacyEvent) -> tuple[Accountant, _Reading]:
         """Compose ``event`` into a copy; raise BudgetExceededError if it would not fit."""
         if not isinstance(event, PrivacyEvent):
             raise InvalidParameterError("event", event, "must be a PrivacyEvent")
         trial = self._accountant.copy().compose(event)
-        after = _spent(trial, self._budget.delta)
-        if after.epsilon > self._budget.epsilon:
+        reading = _read(trial, self._budget)
+        if not reading.fits:
+            after = reading.spent
             budget = self._budget
             detail = f"epsilon {after.epsilon!r} at the budget's delta {budget.delta!r}"
             if not math.isfinite(after.epsilon) and math.isfinite(budget.epsilon):
                 needed = trial.get_delta(budget.epsilon)
                 detail += f" (at epsilon {budget.epsilon!r} it would need delta {needed!r})"
-            remaining = self._remaining(self._spent)
+            remaining = self._remaining(self._reading)
             raise BudgetExceededError(
                 f"Refused: {event!r} would bring the total spent to {detail} with the "
                 f"{trial.name!r} accountant, over the budget {budget}; remaining: {remaining}. "
@@ -227,7 +304,7 @@ class PrivacyFilter:
                 remaining=remaining,
                 requested=after,
             )
-        return trial, after
+        return trial, reading
 
     def check(self, event: PrivacyEvent) -> Budget:
         """Return what would remain after spending ``event``, without spending it.
@@ -257,13 +334,13 @@ class PrivacyFilter:
         with self._lock:
             _, after = self._try(event)
             self._accountant.compose(event)
-            self._spent = after
+            self._reading = after
             return self._remaining(after)
 
     def __repr__(self) -> str:
         return (
             f"PrivacyFilter(budget={self._budget}, accountant={self._accountant.name!r}, "
-            f"spent={self._spent})"
+            f"spent={self._reading.spent})"
         )
 
 

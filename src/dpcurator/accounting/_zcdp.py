@@ -7,6 +7,11 @@ A mechanism M is rho-zCDP if for all neighbouring D, D' and every order α > 1
 (Bun and Steinke 2016, Definition 1.1). rho adds under adaptive composition (their Lemma 1.7),
 and converts to (ε, δ)-DP (Canonne, Kamath and Steinke 2020, Corollary 13).
 
+The accountant adds each event's rho as an exact rational (``d² / (2 sigma²)`` from the event's
+floats, ``eps² / 2`` from an exact or upper-bounded epsilon), so a sum never drifts below what
+was spent; the conversions run on the sum rounded up and return an epsilon or a delta that is
+certified with a rigorous margin for floating-point error, never below the exact value.
+
 References
 ----------
 - M. Bun, T. Steinke. Concentrated differential privacy: simplifications, extensions, and
@@ -31,12 +36,14 @@ Examples
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import ClassVar
 
 from scipy import optimize
 
-from dpcurator._validation import check_delta, check_epsilon, check_positive
+from dpcurator._validation import ceil_float, check_delta, check_epsilon, check_positive, next_up
 from dpcurator.accounting._accountant import Accountant
+from dpcurator.accounting._composition import exact_pure_epsilon
 from dpcurator.accounting._events import (
     ApproxDPEvent,
     ComposedEvent,
@@ -58,6 +65,9 @@ from dpcurator.errors import InternalError, InvalidParameterError, UnsupportedEv
 __all__ = ["ZCDPAccountant", "event_rho", "zcdp_to_delta", "zcdp_to_epsilon"]
 
 _ULP = 2.0**-52
+# exp() errs by at most one ulp (glibc: < 1); a delta read off exp(log δ) is padded by this
+# many ulps so that it stays above the exact value.
+_EXP_PAD_ULPS = 4
 _HINT = "use PLDAccountant (any event) or RDPAccountant (Poisson-sampled Gaussians)"
 
 
@@ -112,7 +122,9 @@ def zcdp_to_delta(rho: float, epsilon: float) -> float:
               {\alpha - 1}\left(1 - \frac{1}{\alpha}\right)^{\alpha}
 
     The objective is strictly convex in α, so the infimum is found exactly by root finding on
-    its derivative. The result is capped at 1.
+    its derivative. The bound holds at every order, so the one found is evaluated with its
+    floating-point error bounded and added, and ``exp`` padded by a few ulps: the result is never
+    below the exact infimum. It is capped at 1.
 
     Parameters
     ----------
@@ -138,7 +150,14 @@ def zcdp_to_delta(rho: float, epsilon: float) -> float:
     if rho == 0.0:
         return 0.0
     _, log_delta = _optimal_order(rho, epsilon)
-    return math.exp(min(log_delta, 0.0))
+    return _delta_from_log(log_delta)
+
+
+def _delta_from_log(log_delta: float) -> float:
+    """``exp(log δ)`` capped at 1 and rounded up (exp is within one ulp; padded by four)."""
+    if log_delta >= 0.0:
+        return 1.0
+    return min(next_up(math.exp(log_delta), _EXP_PAD_ULPS), 1.0)
 
 
 def zcdp_to_epsilon(rho: float, delta: float) -> float:
@@ -179,13 +198,18 @@ def zcdp_to_epsilon(rho: float, delta: float) -> float:
     log_target = math.log(delta)
 
     def certified(log_d: float) -> bool:  # what zcdp_to_delta would return is <= delta
-        return math.exp(min(log_d, 0.0)) <= delta
+        return _delta_from_log(log_d) <= delta
 
     if certified(_optimal_order(rho, 0.0)[1]):
         return 0.0
-    eps = rho + 2.0 * math.sqrt(rho * -log_target)
+    eps = next_up(rho + 2.0 * math.sqrt(rho * -log_target), 4)
     alpha, log_d = _optimal_order(rho, eps)
-    if not certified(log_d):  # pragma: no cover - CKS20 Cor. 13 improves BS16 Prop. 1.3
+    for _ in range(64):  # CKS20 Cor. 13 improves BS16 Prop. 1.3: only round-off can loop
+        if certified(log_d):
+            break
+        eps = next_up(2.0 * eps)  # pragma: no cover
+        alpha, log_d = _optimal_order(rho, eps)  # pragma: no cover
+    else:  # pragma: no cover
         raise InternalError(f"zCDP conversion above Bun-Steinke for rho={rho}, delta={delta}")
     for _ in range(200):
         step = (log_d - log_target) / max(alpha - 1.0, 1e-300)  # <= 0
@@ -209,32 +233,33 @@ def zcdp_to_epsilon(rho: float, delta: float) -> float:
     return eps
 
 
-def _event_rho(event: PrivacyEvent) -> float:
-    """Return rho of ``event`` (raises UnsupportedEventError)."""
+def _event_rho(event: PrivacyEvent) -> Fraction:
+    """Return rho of ``event`` as an exact rational, an upper bound if irrational.
+
+    Raises UnsupportedEventError.
+    """
     if isinstance(event, NoOpEvent):
-        return 0.0
-    if isinstance(event, GaussianEvent):
-        return 1.0 / (2.0 * event.noise_multiplier**2)
-    if isinstance(event, DiscreteGaussianEvent):
-        return event.sensitivity**2 / (2.0 * event.sigma**2)
+        return Fraction(0)
+    if isinstance(event, GaussianEvent | DiscreteGaussianEvent):
+        return Fraction(event.sensitivity) ** 2 / (2 * Fraction(event.sigma) ** 2)
     if isinstance(event, ZCDPEvent):
-        return event.rho
-    if isinstance(event, LaplaceEvent | DiscreteLaplaceEvent | RandomizedResponseEvent):
-        return event.epsilon**2 / 2.0
-    if isinstance(event, PureDPEvent):
-        return event.epsilon**2 / 2.0
+        return Fraction(event.rho)
+    if isinstance(
+        event, LaplaceEvent | DiscreteLaplaceEvent | RandomizedResponseEvent | PureDPEvent
+    ):
+        return exact_pure_epsilon(event) ** 2 / 2
     if isinstance(event, ApproxDPEvent):
         if event.delta > 0:
             raise UnsupportedEventError(
                 f"ZCDPAccountant cannot account for {event!r}: an (epsilon, delta > 0) "
                 f"guarantee implies no zCDP bound; {_HINT}."
             )
-        return event.epsilon**2 / 2.0
+        return Fraction(event.epsilon) ** 2 / 2
     if isinstance(event, SelfComposedEvent):
         inner = _event_rho(event.event)
         return event.count * inner
     if isinstance(event, ComposedEvent):
-        return math.fsum(_event_rho(sub) for sub in event.events)
+        return sum((_event_rho(sub) for sub in event.events), Fraction(0))
     if isinstance(event, PoissonSampledEvent) and event.sampling_rate == 1.0:
         return _event_rho(event.event)
     if isinstance(event, PoissonSampledEvent | SampledWithoutReplacementEvent):
@@ -256,6 +281,8 @@ def event_rho(event: PrivacyEvent) -> float:
     - Pure eps-DP events (PureDPEvent, Laplace, discrete Laplace, randomized response,
       (eps, 0)-approximate DP): ``rho = eps² / 2`` (BS16, Proposition 3.3).
     - ZCDPEvent: its rho. Compositions: rho adds (BS16, Lemma 1.7).
+
+    rho is computed exactly from the event's floats and rounded up to a float.
 
     Parameters
     ----------
@@ -282,7 +309,7 @@ def event_rho(event: PrivacyEvent) -> float:
     """
     if not isinstance(event, PrivacyEvent):
         raise InvalidParameterError("event", event, "must be a PrivacyEvent")
-    return _event_rho(event)
+    return ceil_float(_event_rho(event))
 
 
 class ZCDPAccountant(Accountant):
@@ -290,7 +317,8 @@ class ZCDPAccountant(Accountant):
 
     Each event contributes :func:`event_rho`; the total converts to (ε, δ) with
     :func:`zcdp_to_epsilon` / :func:`zcdp_to_delta`. The neighbour relation is that of the
-    events.
+    events. The sum of rho is kept exact (:attr:`rho_exact`); :attr:`rho` and the conversions
+    use it rounded up, so a tiny release is never lost to rounding.
 
     ``fully_adaptive`` is True. A rho-zCDP bound is an RDP bound ``αρ`` at every order at
     once. A filter that admits a release only while the running sum of rho stays within the
@@ -316,11 +344,16 @@ class ZCDPAccountant(Accountant):
 
     def __init__(self) -> None:
         super().__init__()
-        self._rho = 0.0
+        self._rho = Fraction(0)
 
     @property
     def rho(self) -> float:
-        """The composed zCDP parameter."""
+        """The composed zCDP parameter, rounded up to a float."""
+        return ceil_float(self._rho)
+
+    @property
+    def rho_exact(self) -> Fraction:
+        """The composed zCDP parameter as an exact rational (the sum of every event's rho)."""
         return self._rho
 
     def _check_supported(self, event: PrivacyEvent) -> None:
@@ -330,7 +363,9 @@ class ZCDPAccountant(Accountant):
         self._rho += count * _event_rho(event)
 
     def _epsilon(self, delta: float) -> float:
-        return zcdp_to_epsilon(self._rho, delta)
+        rho = self.rho
+        return zcdp_to_epsilon(rho, delta) if math.isfinite(rho) else math.inf
 
     def _delta(self, epsilon: float) -> float:
-        return zcdp_to_delta(self._rho, epsilon)
+        rho = self.rho
+        return zcdp_to_delta(rho, epsilon) if math.isfinite(rho) else 1.0

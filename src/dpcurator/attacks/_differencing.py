@@ -44,7 +44,7 @@ from numpy.typing import NDArray
 from scipy import stats
 
 from dpcurator._validation import check_integer, check_positive, check_probability
-from dpcurator.accounting import PrivacyFilter, PureDPEvent
+from dpcurator.accounting import LaplaceEvent, PrivacyFilter
 from dpcurator.errors import BudgetExceededError, InvalidParameterError, QueryError
 from dpcurator.mechanisms import laplace_mechanism
 from dpcurator.noise import RandomSource, resolve_source
@@ -159,7 +159,8 @@ queries must select between 2 and 2 rows.
             return exact
         epsilon = sensitivity / self._scale
         if self._budget is not None:
-            self._budget.spend(PureDPEvent(epsilon=epsilon))  # refuses before any noise
+            # Exactly sensitivity / scale (a PureDPEvent of the float ratio would round it).
+            self._budget.spend(LaplaceEvent(scale=self._scale, sensitivity=sensitivity))
         release = laplace_mechanism(
             exact, epsilon=epsilon, sensitivity=sensitivity, source=self._source
         )

@@ -65,6 +65,7 @@ from fractions import Fraction
 from types import TracebackType
 from typing import Self
 
+from dpcurator._validation import ceil_float, floor_float
 from dpcurator.accounting._budget import Budget
 from dpcurator.accounting._events import ComposedEvent, PrivacyEvent
 from dpcurator.accounting._filters import PrivacyFilter
@@ -81,7 +82,7 @@ from dpcurator.curator._ledger_key import (
     missing,
     same_mac,
 )
-from dpcurator.errors import InternalError, InvalidParameterError
+from dpcurator.errors import InternalError, InvalidParameterError, UnsupportedError
 from dpcurator.noise import secret_bytes
 
 __all__ = ["Ledger", "LedgerEntry", "default_key_path"]
@@ -579,8 +580,10 @@ class Ledger:
             events = tuple(event_from_dict(item) for item in raw)
             reals = [_real(value) for value in (e_c, d_c, e_s, d_s, e_r, d_r)]
             for value, text in zip(reals, exact, strict=True):
-                if text != _exact(value):
-                    raise InvalidParameterError("exact", text, f"must be the value {value!r}")
+                if not _brackets(value, str(text)):
+                    raise InvalidParameterError(
+                        "exact", text, f"must be the exact value of {value!r}"
+                    )
             return LedgerEntry(
                 id=int(str(id_)),
                 time=datetime.fromisoformat(str(time)),
@@ -739,21 +742,27 @@ class Ledger:
                 )
                 trial.spend(combined)  # raises BudgetExceededError: nothing written
                 spent, remaining = trial.spent, trial.remaining
-                charged = Budget(
-                    _increase(spent.epsilon, before.epsilon),
-                    _increase(spent.delta, before.delta),
-                )
+                exact = _exact_amounts(self._budget, self._filter, trial)
+                if exact is None:  # an unlimited budget: no exact amounts to record
+                    charged = Budget(
+                        _increase(spent.epsilon, before.epsilon),
+                        _increase(spent.delta, before.delta),
+                    )
+                else:
+                    charged = Budget(ceil_float(exact[0]), ceil_float(exact[1]))
                 time = datetime.now(UTC)
                 entry_id = self._last_id + 1
                 budgets = (charged, spent, remaining)
                 reals = [float(v) for b in budgets for v in (b.epsilon, b.delta)]
+                if exact is None:
+                    exact = tuple(reals)
                 values = (
                     entry_id,
                     time.isoformat(),
                     query,
                     events_json,
                     *reals,
-                    *(_exact(x) for x in reals),
+                    *(_exact(x) for x in exact),
                 )
                 mac = self._chain.entry(self._last_mac, values)
                 cursor = conn.execute(_INSERT, (*values, mac))
@@ -822,12 +831,44 @@ def _real(value: object) -> float:
     return float(value)
 
 
-def _exact(value: float) -> str:
-    """Return a float as an exact rational, ``"numerator/denominator"`` (``"inf"`` for inf)."""
-    if math.isinf(value) and value > 0:
+def _exact(value: float | Fraction) -> str:
+    """Return a number as an exact rational, ``"numerator/denominator"`` (``"inf"`` for inf)."""
+    if isinstance(value, float) and math.isinf(value) and value > 0:
         return "inf"
     exact = Fraction(value)
     return f"{exact.numerator}/{exact.denominator}"
+
+
+def _brackets(value: float, text: str) -> bool:
+    """Whether ``value`` is the exact ``text`` rounded to a float (down or up)."""
+    if text == "inf":
+        return math.isinf(value) and value > 0
+    exact = Fraction(text)
+    return floor_float(exact) <= value <= ceil_float(exact)
+
+
+def _exact_amounts(
+    budget: Budget, before: PrivacyFilter, after: PrivacyFilter
+) -> tuple[Fraction | float, ...] | None:
+    """Charged, spent and remaining ``(epsilon, delta)`` as the filter's exact rationals.
+
+    None for an unlimited budget (no exact spent amount exists there).
+    """
+    if not budget.is_finite:
+        return None
+    try:
+        old, new = before.spent_exact, after.spent_exact
+    except UnsupportedError:
+        return None
+    total = budget.exact
+    return (
+        max(new[0] - old[0], Fraction(0)),
+        max(new[1] - old[1], Fraction(0)),
+        new[0],
+        new[1],
+        max(total[0] - new[0], Fraction(0)),
+        max(total[1] - new[1], Fraction(0)),
+    )
 
 
 def _increase(after: float, before: float) -> float:
