@@ -265,6 +265,14 @@ def test_hostile_query_shapes_get_a_query_error(query: str) -> None:
         assert session.spent.epsilon == 0.0
 
 
+def test_long_but_reasonable_filters_are_still_answered() -> None:
+    with _session(_table(HOUSEHOLDS)) as session:
+        ages = " OR ".join(f"age = {a}" for a in range(100))
+        session.sql(f"SELECT COUNT(*) FROM people WHERE {ages}", epsilon=1.0)
+        nested = "(" * 40 + "age > 1" + ")" * 40
+        session.sql(f"SELECT COUNT(*) FROM people WHERE {nested}", epsilon=1.0)
+
+
 @pytest.mark.parametrize("epsilon", [5e-324, 10**400, -(10**400), math.nan, "1", None])
 def test_odd_epsilons_get_a_parameter_error_naming_the_value(epsilon: object) -> None:
     with _session(_table(HOUSEHOLDS)) as session:

@@ -39,6 +39,7 @@ from dpcurator.errors import InvalidParameterError, QueryError
 __all__ = [
     "AGGREGATES",
     "MAX_LITERAL_CHARS",
+    "MAX_PARENTHESES",
     "MAX_QUERY_CHARS",
     "MAX_QUERY_DEPTH",
     "Aggregate",
@@ -49,8 +50,10 @@ __all__ = [
 
 MAX_QUERY_CHARS = 20_000
 """Longest query text accepted (characters)."""
-MAX_QUERY_DEPTH = 64
-"""Deepest nesting accepted: of parentheses in the text, and of the parsed syntax tree."""
+MAX_QUERY_DEPTH = 128
+"""Deepest parsed syntax tree accepted (a chain of 120 ORs is fine; 5,000 NOTs are not)."""
+MAX_PARENTHESES = 64
+"""Deepest nesting of parentheses accepted in the text."""
 MAX_LITERAL_CHARS = 1_000
 """Longest string literal or identifier accepted (characters)."""
 
@@ -616,9 +619,9 @@ def _parse(text: str) -> list[exp.Expr]:
             "shorter query."
         )
     depth = _paren_depth(text)
-    if depth > MAX_QUERY_DEPTH:
+    if depth > MAX_PARENTHESES:
         raise QueryError(
-            f"The query nests parentheses {depth} deep, more than {MAX_QUERY_DEPTH}: simplify it."
+            f"The query nests parentheses {depth} deep, more than {MAX_PARENTHESES}: simplify it."
         )
     failure = None
     try:
@@ -626,7 +629,7 @@ def _parse(text: str) -> list[exp.Expr]:
     except (ParseError, TokenError) as error:
         failure = f"The query is not valid SQL: {str(error)[:500]}"
     except RecursionError:
-        failure = f"The query nests more than {MAX_QUERY_DEPTH} levels deep: simplify it."
+        failure = "The query nests too deeply to be read (operators, NOTs): simplify it."
     if failure is not None:
         raise QueryError(failure)
     for statement in statements:
