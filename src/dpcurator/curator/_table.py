@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dpcurator._validation import check_integer
+from dpcurator._validation import check_finite, check_integer
 from dpcurator.accounting import Budget
 from dpcurator.errors import InvalidParameterError, QueryError
 from dpcurator.noise import FixedPointRange
@@ -50,10 +50,7 @@ MAX_DOMAIN = 1_000_000
 def _finite(value: object, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidParameterError(name, value, "must be a real number")
-    number = float(value)
-    if not math.isfinite(number):
-        raise InvalidParameterError(name, value, "must be finite")
-    return number
+    return check_finite(value, name)  # also refuses ints too large for a float
 
 
 @dataclass(frozen=True)
