@@ -61,16 +61,16 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from fractions import Fraction
 from types import TracebackType
 from typing import Self
 
-from dpcurator._validation import ceil_float, floor_float
+from dpcurator._validation import ceil_float
 from dpcurator.accounting._budget import Budget
 from dpcurator.accounting._events import ComposedEvent, PrivacyEvent
 from dpcurator.accounting._filters import PrivacyFilter
 from dpcurator.accounting._registry import ACCOUNTANT_NAMES, make_accountant
 from dpcurator.accounting._serialize import event_from_dict, event_to_dict
+from dpcurator.curator._ledger_amounts import brackets, exact_amounts, exact_text, increase, real
 from dpcurator.curator._ledger_key import (
     KEYED,
     UNKEYED,
@@ -82,7 +82,7 @@ from dpcurator.curator._ledger_key import (
     missing,
     same_mac,
 )
-from dpcurator.errors import InternalError, InvalidParameterError, UnsupportedError
+from dpcurator.errors import InternalError, InvalidParameterError
 from dpcurator.noise import secret_bytes
 
 __all__ = ["Ledger", "LedgerEntry", "default_key_path"]
@@ -384,8 +384,8 @@ class Ledger:
             "format_version": FORMAT_VERSION,
             "budget_epsilon": repr(self._budget.epsilon),
             "budget_delta": repr(self._budget.delta),
-            "budget_epsilon_exact": _exact(self._budget.epsilon),
-            "budget_delta_exact": _exact(self._budget.delta),
+            "budget_epsilon_exact": exact_text(self._budget.epsilon),
+            "budget_delta_exact": exact_text(self._budget.delta),
             "accountant": self._accountant_name,
             "adaptive_parameters": repr(self._adaptive),
         }
@@ -578,9 +578,9 @@ class Ledger:
             if not isinstance(raw, list):
                 raise InvalidParameterError("events", raw, "must be a JSON list")
             events = tuple(event_from_dict(item) for item in raw)
-            reals = [_real(value) for value in (e_c, d_c, e_s, d_s, e_r, d_r)]
+            reals = [real(value) for value in (e_c, d_c, e_s, d_s, e_r, d_r)]
             for value, text in zip(reals, exact, strict=True):
-                if not _brackets(value, str(text)):
+                if not brackets(value, str(text)):
                     raise InvalidParameterError(
                         "exact", text, f"must be the exact value of {value!r}"
                     )
@@ -742,11 +742,11 @@ class Ledger:
                 )
                 trial.spend(combined)  # raises BudgetExceededError: nothing written
                 spent, remaining = trial.spent, trial.remaining
-                exact = _exact_amounts(self._budget, self._filter, trial)
+                exact = exact_amounts(self._budget, self._filter, trial)
                 if exact is None:  # an unlimited budget: no exact amounts to record
                     charged = Budget(
-                        _increase(spent.epsilon, before.epsilon),
-                        _increase(spent.delta, before.delta),
+                        increase(spent.epsilon, before.epsilon),
+                        increase(spent.delta, before.delta),
                     )
                 else:
                     charged = Budget(ceil_float(exact[0]), ceil_float(exact[1]))
@@ -762,7 +762,7 @@ class Ledger:
                     query,
                     events_json,
                     *reals,
-                    *(_exact(x) for x in exact),
+                    *(exact_text(x) for x in exact),
                 )
                 mac = self._chain.entry(self._last_mac, values)
                 cursor = conn.execute(_INSERT, (*values, mac))
@@ -823,56 +823,3 @@ def _check_events(events: object) -> tuple[PrivacyEvent, ...]:
         if not isinstance(event, PrivacyEvent):
             raise InvalidParameterError(f"events[{i}]", event, "must be a PrivacyEvent")
     return out
-
-
-def _real(value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidParameterError("value", value, "must be a number")
-    return float(value)
-
-
-def _exact(value: float | Fraction) -> str:
-    """Return a number as an exact rational, ``"numerator/denominator"`` (``"inf"`` for inf)."""
-    if isinstance(value, float) and math.isinf(value) and value > 0:
-        return "inf"
-    exact = Fraction(value)
-    return f"{exact.numerator}/{exact.denominator}"
-
-
-def _brackets(value: float, text: str) -> bool:
-    """Whether ``value`` is the exact ``text`` rounded to a float (down or up)."""
-    if text == "inf":
-        return math.isinf(value) and value > 0
-    exact = Fraction(text)
-    return floor_float(exact) <= value <= ceil_float(exact)
-
-
-def _exact_amounts(
-    budget: Budget, before: PrivacyFilter, after: PrivacyFilter
-) -> tuple[Fraction | float, ...] | None:
-    """Charged, spent and remaining ``(epsilon, delta)`` as the filter's exact rationals.
-
-    None for an unlimited budget (no exact spent amount exists there).
-    """
-    if not budget.is_finite:
-        return None
-    try:
-        old, new = before.spent_exact, after.spent_exact
-    except UnsupportedError:
-        return None
-    total = budget.exact
-    return (
-        max(new[0] - old[0], Fraction(0)),
-        max(new[1] - old[1], Fraction(0)),
-        new[0],
-        new[1],
-        max(total[0] - new[0], Fraction(0)),
-        max(total[1] - new[1], Fraction(0)),
-    )
-
-
-def _increase(after: float, before: float) -> float:
-    """``after - before`` clamped at 0; ``inf`` once ``after`` is infinite."""
-    if math.isinf(after):
-        return math.inf
-    return max(after - before, 0.0)

@@ -96,6 +96,10 @@ class Session:
         The SQLite ledger. Default: next to the table's TOML declaration
         (``<name>.ledger.sqlite``), else next to its source file; required for tables held in
         memory (``":memory:"`` keeps nothing, for simulations).
+    ledger_key : str or path, optional
+        The steward's key file: the ledger's entries are then chained by an HMAC under its
+        secret and anchored in it, so that an edited, truncated or replaced ledger is refused on
+        open (see :class:`Ledger`). Sessions opened from a TOML declaration always have one.
     adaptive_parameters : bool, default True
         False declares that all queries and their budgets are fixed in advance.
     source : RandomSource, optional
@@ -153,13 +157,12 @@ class Session:
         self._lock = threading.RLock()
         self._engine = DuckDBEngine(list(declared.values()), connection=connection)
         try:
-            keyed = {} if ledger_key is None else {"key": ledger_key}
             self._ledger = Ledger(
                 path,
                 budget=budget,
                 accountant=name,
                 adaptive_parameters=adaptive_parameters,
-                **keyed,
+                key=ledger_key,
             )
         except BaseException:
             self._engine.close()
@@ -177,7 +180,8 @@ class Session:
     ) -> Session:
         """Open a session on a TOML declaration (budget from its ``[budget]``, unless given).
 
-        The ledger defaults to ``<name>.ledger.sqlite`` next to the TOML file.
+        The ledger and the steward's key file are the declaration's (its ``[ledger]`` section;
+        by default ``<name>.ledger.sqlite`` and ``<name>.ledger.key`` next to the TOML file).
         """
         declaration = read_declaration(path)
         chosen = budget if budget is not None else declaration.budget
