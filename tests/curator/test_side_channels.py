@@ -45,13 +45,13 @@ PROBE = (
 
 
 def _table(frame: pd.DataFrame, **columns: Column) -> Table:
-    declared = [
-        Column("name"),
-        Column("income", lower=0, upper=200_000),
-        Column("age", lower=0, upper=120),
-        *columns.values(),
-    ]
-    return Table("people", frame, privacy_unit="hh", columns=declared)
+    declared = {
+        "name": Column("name"),
+        "income": Column("income", lower=0, upper=200_000),
+        "age": Column("age", lower=0, upper=120),
+        **columns,
+    }
+    return Table("people", frame, privacy_unit="hh", columns=list(declared.values()))
 
 
 def _session(table: Table, path: Path | str = ":memory:", **options: Any) -> Session:
@@ -124,6 +124,12 @@ def test_the_cli_prints_no_engine_text(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["query", "--table", str(toml), "--epsilon", "0.01", PROBE])
     assert result.exit_code == 0, result.output
     assert "erin" not in result.output and "Conversion" not in result.output
+
+
+def test_a_text_column_with_a_numeric_domain_is_refused_at_declaration() -> None:
+    # "name IN (1, 2)" would cast every row's text to a number, failing on some values.
+    with pytest.raises(InvalidParameterError, match="domain must hold text only"):
+        _session(_table(HOUSEHOLDS, name=Column("name", domain=[1, 2])))
 
 
 # -- finding 2: a failure racing a budget refusal -------------------------------------------------

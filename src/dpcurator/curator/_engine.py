@@ -213,6 +213,18 @@ class DuckDBEngine:
                     column.name,
                     f"is declared numeric (bounds or bins) but its type in the source is {kind}",
                 )
+            text = kind.startswith(("VARCHAR", "ENUM"))
+            if text and column.domain is not None:
+                others = [v for v in column.domain if not isinstance(v, str)]
+                if others:
+                    # Comparing text with a number casts every row's text, which fails on
+                    # some values: an error that would depend on the data.
+                    raise InvalidParameterError(
+                        "columns",
+                        column.name,
+                        f"has type {kind} in the source, so its domain must hold text only "
+                        f"(it holds {others[0]!r}): write the values as strings",
+                    )
 
     # -- the engine's work ---------------------------------------------------------------------
     @property

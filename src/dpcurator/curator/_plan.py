@@ -740,8 +740,9 @@ def _render(
             continue
         projections.append(f"{quote(key.column)} AS {key.alias}")
         if key.domain is not None:
-            members = f"{quote(key.column)} IN ({', '.join(literal(v) for v in key.domain)})"
-            filters.append(members if portable else f"COALESCE(TRY({members}), FALSE)")
+            # Safe without TRY: the engine refuses a text column with a domain of non-text
+            # values (the one case where DuckDB would cast each row's value, and could fail).
+            filters.append(f"{quote(key.column)} IN ({', '.join(literal(v) for v in key.domain)})")
     for value in values:
         projections.append(f"{_clamped(value)} AS {value.alias}")
     for m in measurements:
