@@ -15,10 +15,12 @@ min(g, k)`` groups touched, one unit changes
   centred values ``x - (L + U)/2`` by ``min(k, g' c) (U - L)/2``,
 - the rank of any point among a group's values by at most ``c``.
 
-Sums are computed exactly in integers: each clamped value is rounded to a public fixed-point grid
-before summation (``2**-b`` of its range), so the engine's floating-point summation order cannot
-break the sensitivity bound (Casacuberta et al. 2022, "Widespread underestimation of sensitivity
-in differentially private libraries").
+Sums are computed exactly in integers: each clamped value is mapped to an index of a public
+fixed-point grid (``2**-b`` of its range, the rule of :mod:`dpcurator.noise._fixed_point`),
+clamped to the index range after the float arithmetic and rounded, then summed as integers. The
+engine's floating-point summation order (Casacuberta et al. 2022, "Widespread underestimation
+of sensitivity in differentially private libraries") and a midpoint that is not a float (the
+declared range ``[2**53, 2**53 + 2]``) can then cost accuracy, never sensitivity.
 """
 
 from __future__ import annotations
@@ -593,10 +595,11 @@ def _bin_expression(column: str, edges: Sequence[float]) -> str:
 def _fixed_point(value: ValueSpec, kind: str, bits: int) -> str:
     """Exact integer sum of the rows' fixed-point indices (the rule of :mod:`dpcurator.noise`).
 
-    Each row's index is the encoding's float expression, rounded and then clamped *in integers*
-    into ``[min_index, max_index]``: floating-point error (a midpoint or a multiplier that is not
-    a float, the engine's arithmetic) can cost accuracy, never sensitivity, since one row moves
-    the sum by at most ``2**bits`` whatever the floats did. The sum is exact (HUGEINT), then
+    Each row's index is the encoding's float expression clamped into ``[min_index, max_index]``
+    (integers, exact as floats) and rounded, so it is an integer in that range: floating-point
+    error (a midpoint or a multiplier that is not a float, the engine's arithmetic) can cost
+    accuracy, never sensitivity, since one row moves the sum by at most ``2**bits`` whatever the
+    floats did. The sum is exact (HUGEINT), then
     clamped into ``[-2**62, 2**62]`` (a 1-Lipschitz map: the sensitivity is unchanged).
     """
     enc = value.range.encoding(bits, _ENCODINGS[kind])
@@ -608,14 +611,14 @@ def _fixed_point(value: ValueSpec, kind: str, bits: int) -> str:
         expression = f"({scaled} * {scaled} * {_number(2.0**-bits)})"
     else:
         expression = scaled
-    # Clamp in floats to the exact float bounds first (the cast cannot overflow), then in
-    # integers; COALESCE first: DuckDB's LEAST/GREATEST skip NULLs, so a NULL would become a
-    # bound. A NULL row adds nothing to a SUM, and the sum of no rows is 0, as 0 does.
+    # The clamp is to [min_index, max_index], integers that are exact floats: rounding a value
+    # between them gives an integer between them (and a NaN clamps to max_index), so the
+    # rounded row is in range whatever the float arithmetic did, and the cast cannot overflow.
+    # COALESCE first: DuckDB's LEAST/GREATEST skip NULLs, so a NULL would become a bound. A
+    # NULL row adds nothing to a SUM, and the sum of no rows is 0, as 0 does.
     low, high = _number(enc.min_index), _number(enc.max_index)
     clamped = f"LEAST(GREATEST(COALESCE({expression}, 0.0), {low}), {high})"
-    rounded = f"CAST(ROUND({clamped}) AS BIGINT)"
-    row = f"LEAST(GREATEST({rounded}, {enc.min_index}), {enc.max_index})"
-    total = f"COALESCE(SUM({row}), 0)"
+    total = f"COALESCE(SUM(CAST(ROUND({clamped}) AS BIGINT)), 0)"
     return f"LEAST(GREATEST({total}, {-_SUM_CLAMP}), {_SUM_CLAMP})"
 
 
