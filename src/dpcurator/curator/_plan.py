@@ -614,10 +614,12 @@ def _fixed_point(value: ValueSpec, kind: str, bits: int) -> str:
     # The clamp is to [min_index, max_index], integers that are exact floats: rounding a value
     # between them gives an integer between them (and a NaN clamps to max_index), so the
     # rounded row is in range whatever the float arithmetic did, and the cast cannot overflow.
-    # COALESCE first: DuckDB's LEAST/GREATEST skip NULLs, so a NULL would become a bound. A
-    # NULL row adds nothing to a SUM, and the sum of no rows is 0, as 0 does.
+    # COALESCE first where values may be NULL: DuckDB's LEAST/GREATEST skip NULLs, so a NULL
+    # would become a bound (a non-nullable column's NULLs were already filled with the midpoint).
+    # A NULL row adds nothing to a SUM, and the sum of no rows is 0, as 0 does.
     low, high = _number(enc.min_index), _number(enc.max_index)
-    clamped = f"LEAST(GREATEST(COALESCE({expression}, 0.0), {low}), {high})"
+    present = f"COALESCE({expression}, 0.0)" if value.nullable else expression
+    clamped = f"LEAST(GREATEST({present}, {low}), {high})"
     total = f"COALESCE(SUM(CAST(ROUND({clamped}) AS BIGINT)), 0)"
     return f"LEAST(GREATEST({total}, {-_SUM_CLAMP}), {_SUM_CLAMP})"
 
