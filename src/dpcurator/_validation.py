@@ -133,6 +133,10 @@ def next_down(value: float, steps: int = 1) -> float:
 # -- errors that name the value as given ------------------------------------------------------
 
 
+_MAX_SHOWN = 100
+"""Longest ``repr`` of a value an error message shows whole."""
+
+
 class _Shown:
     """Stands in for a value whose ``repr`` fails, so that the message can still be written."""
 
@@ -150,8 +154,10 @@ def _invalid(
     if converted is not None and _lossy(value, converted):
         requirement += f" (as a float it is {converted!r})"
     try:
-        repr(value)
+        text = repr(value)
         shown: object = value
+        if len(text) > _MAX_SHOWN:  # 10**400 would fill the screen
+            shown = _Shown(f"{text[:40]}...{text[-20:]} ({len(text)} characters)")
     except Exception as exc:  # any failing repr: the message must still be built
         shown = _Shown(f"<{type(value).__name__} that cannot be shown: {type(exc).__name__}>")
     error = InvalidParameterError(name, shown, requirement)
