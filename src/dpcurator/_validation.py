@@ -32,6 +32,7 @@ __all__ = [
     "check_positive",
     "check_probability",
     "check_rational",
+    "exact_rational",
     "floor_float",
     "next_down",
     "next_up",
@@ -165,8 +166,8 @@ def _invalid(
     return error
 
 
-def _exact(value: object) -> Fraction | None:
-    """``value`` as an exact rational when it is a finite real number with one; else None."""
+def exact_rational(value: object) -> Fraction | None:
+    """Return ``value`` as an exact rational when it is a finite real number with one; else None."""
     try:
         if isinstance(value, Fraction):
             return value
@@ -187,7 +188,7 @@ def _lossy(value: object, converted: float) -> bool:
     """Whether ``converted`` (a float) differs from the exact ``value`` the caller gave."""
     if isinstance(value, float) or not math.isfinite(converted):
         return False
-    exact = _exact(value)
+    exact = exact_rational(value)
     return exact is not None and exact != Fraction(converted)
 
 
@@ -197,7 +198,7 @@ def _zero(value: object, out: float) -> float:
     A negative value too small for a float (a Fraction, a long double) rounds to -0.0; it must
     not pass a check for >= 0. The float -0.0 itself is zero.
     """
-    exact = None if isinstance(value, float) else _exact(value)
+    exact = None if isinstance(value, float) else exact_rational(value)
     return math.nan if exact is not None and exact < 0 else 0.0
 
 
@@ -357,7 +358,7 @@ def check_rational(value: object, name: str, *, positive: bool = True) -> Fracti
             as_float = float(value)
             if not math.isfinite(as_float):
                 raise _invalid(name, value, "must be finite")
-            exact = _exact(value)
+            exact = exact_rational(value)
             out = exact if exact is not None else Fraction(as_float)
         else:
             raise _invalid(name, value, "must be a rational number")

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dpcurator._validation import floor_float, next_up
 from dpcurator.accounting import (
     ApproxDPEvent,
     Budget,
@@ -67,7 +68,9 @@ def test_filter_refuses_and_spends_nothing() -> None:
     # is 1 - 4.4e-18 exactly, so a remainder of that size is left (rounded down).
     left = f.spend(PureDPEvent(0.4))
     assert left.delta == 0.0 and 0.0 < left.epsilon < 1e-17
-    assert 1 - f.spent_exact[0] >= Fraction(left.epsilon)
+    exact_left = 1 - f.spent_exact[0]
+    assert left.epsilon == floor_float(exact_left)  # the exact remainder, rounded down
+    assert Fraction(left.epsilon) <= exact_left < Fraction(next_up(left.epsilon))
 
 
 def test_filter_fills_the_budget_exactly() -> None:

@@ -319,3 +319,28 @@ def test_released_values_are_integers_of_the_noise_grid() -> None:
     with _session(_table(HOUSEHOLDS)) as session:
         value = session.sql("SELECT COUNT(*) FROM people", epsilon=1.0).table["count"][0]
     assert float(value) == np.rint(float(value))
+
+
+# -- float arithmetic where a guarantee is decided ------------------------------------------------
+@pytest.mark.parametrize(
+    ("scale", "cells", "delta"),
+    [(2.0, 1, 1e-6), (10.0, 5, 1e-9), (0.5, 10**6, 1e-6), (100.0, 3, 1e-12), (2.0**-20, 3, 1e-9)],
+)
+def test_the_selection_threshold_is_the_least_one_delta_allows(
+    scale: float, cells: int, delta: float
+) -> None:
+    # Checked against the tail computed at 200 digits: cells * P[Z >= tau - 1] <= delta, and the
+    # threshold one lower would not do.
+    import mpmath
+
+    from dpcurator.curator._plan import _selection_threshold
+
+    mpmath.mp.dps = 200
+    a = mpmath.exp(-1 / mpmath.mpf(scale))
+
+    def tail(m: int) -> Any:
+        return cells * a**m / (1 + a)
+
+    tau = _selection_threshold(scale, cells, delta)
+    assert tail(tau - 1) <= delta
+    assert tau == 2 or tail(tau - 2) > delta

@@ -19,6 +19,7 @@ DOCUMENTED = [
     "default_source",
     "discrete_gaussian",
     "discrete_laplace",
+    "dlap_tail_bounds",
     "floor_log2",
     "from_grid",
     "grid_exponent",

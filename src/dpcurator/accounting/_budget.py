@@ -6,7 +6,13 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
-from dpcurator._validation import _exact, ceil_float, check_delta, check_epsilon, floor_float
+from dpcurator._validation import (
+    ceil_float,
+    check_delta,
+    check_epsilon,
+    exact_rational,
+    floor_float,
+)
 from dpcurator.errors import InvalidParameterError
 
 __all__ = ["Budget"]
@@ -23,7 +29,7 @@ def _at_most(value: object, converted: float) -> float:
     """
     if isinstance(value, float):
         return converted
-    exact = _exact(value)
+    exact = exact_rational(value)
     return converted if exact is None else floor_float(exact)
 
 

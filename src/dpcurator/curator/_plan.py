@@ -43,7 +43,12 @@ from dpcurator.curator._sql import ParsedQuery
 from dpcurator.curator._table import MAX_DOMAIN, Column, Table
 from dpcurator.errors import InvalidParameterError, QueryError
 from dpcurator.mechanisms import geometric_mechanism
-from dpcurator.noise import FixedPointRange, InsecureSeededSource, floor_log2
+from dpcurator.noise import (
+    FixedPointRange,
+    InsecureSeededSource,
+    dlap_tail_bounds,
+    floor_log2,
+)
 from dpcurator.noise._fixed_point import EncodingKind
 
 __all__ = ["KeySpec", "Measurement", "Plan", "ValueSpec", "make_plan"]
@@ -121,18 +126,26 @@ class KeySpec:
 
 @dataclass(frozen=True)
 class ValueSpec:
-    """A numeric column the plan aggregates, clamped into its bounds (held exactly)."""
+    """A numeric column the plan aggregates, clamped into its declared range (held exactly).
+
+    Sensitivities and fixed-point grids come from :attr:`range`; the float views (``lower``,
+    ``mid`` ...) serve the SQL's clamps and the post-processing only.
+    """
 
     column: str
     alias: str
-    lower: float
-    upper: float
+    range: FixedPointRange
     nullable: bool
 
     @property
-    def range(self) -> FixedPointRange:
-        """The declared bounds as an exact range: sensitivities and grids come from it."""
-        return FixedPointRange.from_bounds(self.lower, self.upper, name=self.column)
+    def lower(self) -> float:
+        """The lower bound (a float, as declared)."""
+        return self.range.lower_float
+
+    @property
+    def upper(self) -> float:
+        """The upper bound (a float, as declared)."""
+        return self.range.upper_float
 
     @property
     def mid(self) -> float:
@@ -347,14 +360,29 @@ def _selection_threshold(scale: float, cells: int, delta: float) -> int:
 
     ``P[Z >= m] = a^m / (1 + a)`` for ``m >= 1``, ``a = exp(-1/scale)`` (the discrete Laplace
     of Canonne, Kamath and Steinke 2020, Definition 28).
+
+    The decision is exact: a float formula only guesses ``m``, and each candidate is checked
+    against a rigorous upper bound of the tail (:func:`dpcurator.noise.dlap_tail_bounds`), so
+    floating-point error can raise the threshold but never lower it below what delta needs.
     """
-    a = math.exp(-1.0 / scale)
-    m = max(1, math.ceil(math.log(delta * (1.0 + a) / cells) / math.log(a)))
-    while cells * a**m / (1.0 + a) > delta:
+    a = math.exp(-1.0 / scale)  # 0.0 for a tiny scale: then m = 1 is the guess
+    m = 1 if a == 0.0 else max(1, math.ceil(math.log(delta * (1.0 + a) / cells) / math.log(a)))
+    while not _tail_fits(m, scale, cells, delta):
         m += 1
-    while m > 1 and cells * a ** (m - 1) / (1.0 + a) <= delta:
+    while m > 1 and _tail_fits(m - 1, scale, cells, delta):
         m -= 1
     return 1 + m
+
+
+def _tail_fits(m: int, scale: float, cells: int, delta: float) -> bool:
+    """Whether ``cells * P[Z >= m] <= delta`` (``m >= 1``), by an upper bound of the tail.
+
+    ``P[Z >= m]`` is half the two-sided tail ``P[|Z| >= m]`` that :func:`dlap_tail_bounds`
+    encloses in units of ``2**-bits``; ``bits`` resolves delta to 64 bits.
+    """
+    bits = 64 - floor_log2(Fraction(delta))
+    _, two_sided = dlap_tail_bounds(m, 1 / Fraction(scale), bits)
+    return cells * two_sided <= Fraction(delta) * (1 << (bits + 1))
 
 
 def _split(epsilon: float, parts: int) -> list[float]:
@@ -574,7 +602,8 @@ def _values(query: ParsedQuery) -> tuple[ValueSpec, ...]:
         column: Column = table.column(name)
         bounds = column.bounds
         assert bounds is not None
-        out.append(ValueSpec(name, f"__x{i}", bounds[0], bounds[1], column.nullable))
+        exact = FixedPointRange.from_bounds(*bounds, name=name)
+        out.append(ValueSpec(name, f"__x{i}", exact, column.nullable))
     return tuple(out)
 
 
@@ -791,7 +820,7 @@ def _render(
         prefix = "".join(f"{a}, " for a in key_aliases)
         for value in values:
             if value.column in quantile_columns:
-                per_unit = float(QUANTILE_BUCKETS / (Fraction(value.upper) - Fraction(value.lower)))
+                per_unit = float(QUANTILE_BUCKETS / value.range.width)
                 index = (
                     f"CAST(FLOOR(({value.alias} - {_number(value.lower)}) * "
                     f"{_number(per_unit)}) AS BIGINT)"

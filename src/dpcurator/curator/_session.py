@@ -208,11 +208,16 @@ class Session:
         QueryError
             If the query is not a supported aggregate over a declared table.
         """
+        return self._prepared(query, epsilon=epsilon, delta=delta)[0]
+
+    def _prepared(self, query: str, *, epsilon: float, delta: float) -> tuple[Plan, list[str]]:
+        """Plan ``query`` and bind its statements in the engine (no rows read, nothing spent)."""
         parsed = parse_query(query, self._engine.tables)
         plan = make_plan(parsed, epsilon=epsilon, delta=delta)
-        for statement in self._statements(plan):
+        statements = self._statements(plan)
+        for statement in statements:
             self._engine.prepare(statement)
-        return plan
+        return plan, statements
 
     def _statements(self, plan: Plan) -> list[str]:
         table = plan.query.table.name
@@ -251,9 +256,8 @@ class Session:
             the reason (it could depend on the data), and nothing is refunded.
         """
         with self._lock:
-            plan = self.plan(query, epsilon=epsilon, delta=delta)
+            plan, statements = self._prepared(query, epsilon=epsilon, delta=delta)
             entry = self._ledger.record(query, plan.events)  # charged before any read
-            statements = self._statements(plan)
             released = _answer(self, plan, statements)
             if released is None:  # raised here, outside any handler: no exception chain
                 raise QueryFailedError(

@@ -65,6 +65,7 @@ True
 
 from __future__ import annotations
 
+from dpcurator.noise._exact import dlap_tail_bounds
 from dpcurator.noise._fixed_point import (
     ENCODING_KINDS,
     MAX_ENCODING_BITS,
@@ -105,6 +106,7 @@ __all__ = [
     "default_source",
     "discrete_gaussian",
     "discrete_laplace",
+    "dlap_tail_bounds",
     "floor_log2",
     "from_grid",
     "grid_exponent",
