@@ -62,7 +62,7 @@ def exact_aggregates(
 ) -> tuple[Plan, Exact]:
     """The plan of ``query`` and its exact bounded aggregates (what noise is added to)."""
     plan = session.plan(query, epsilon=epsilon, delta=delta)
-    return plan, fetch(plan, session._engine.run, *session._statements(plan))
+    return plan, fetch(plan, session._read(plan))
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from dpcurator import InvalidParameterError
 from dpcurator.curator import Column, Plan
 from dpcurator.curator._measure import Exact
+from dpcurator.curator._measures import ColumnCount, RowCount, UnitCount
 from tests.curator.conftest import STATES, exact_aggregates, open_session, people_table
 
 QUERIES = [
@@ -99,9 +100,10 @@ def test_a_unit_with_1000_rows_moves_a_count_by_its_bound(people: pd.DataFrame) 
         big = _heavy_unit_frame(people, 1000)
         s1 = open_session(people_table(big, max_rows_per_unit=bound))
         s0 = open_session(people_table(people, max_rows_per_unit=bound))
-        _, e1 = exact_aggregates(s1, "SELECT COUNT(*) FROM people")
+        plan, e1 = exact_aggregates(s1, "SELECT COUNT(*) FROM people")
         _, e0 = exact_aggregates(s0, "SELECT COUNT(*) FROM people")
-        assert int(e1.columns["__n"][0]) - int(e0.columns["__n"][0]) == bound
+        n = plan.measurement_for(RowCount()).result
+        assert int(e1.columns[n][0]) - int(e0.columns[n][0]) == bound
 
 
 def test_unbounded_truncation_is_caught_by_the_check(people: pd.DataFrame) -> None:
@@ -131,12 +133,13 @@ def test_each_row_a_unit_has_sensitivity_one() -> None:
 def test_groups_per_unit_bound_keeps_at_most_g_groups(people: pd.DataFrame) -> None:
     big = _heavy_unit_frame(people, 1000)
     s1 = open_session(people_table(big, max_rows_per_unit=1000, max_groups_per_unit=2))
-    _, exact = exact_aggregates(s1, "SELECT state, COUNT(DISTINCT pid) FROM people GROUP BY state")
+    query = "SELECT state, COUNT(DISTINCT pid) FROM people GROUP BY state"
+    plan, exact = exact_aggregates(s1, query)
     s0 = open_session(people_table(people, max_rows_per_unit=1000, max_groups_per_unit=2))
-    _, other = exact_aggregates(s0, "SELECT state, COUNT(DISTINCT pid) FROM people GROUP BY state")
-    changed = _vector(exact, "__units", [(s,) for s in STATES]) - _vector(
-        other, "__units", [(s,) for s in STATES]
-    )
+    _, other = exact_aggregates(s0, query)
+    units = plan.measurement_for(UnitCount()).result
+    groups = [(s,) for s in STATES]
+    changed = _vector(exact, units, groups) - _vector(other, units, groups)
     assert int(np.count_nonzero(changed)) == 2
 
 
@@ -168,8 +171,8 @@ def test_values_outside_bounds_are_clamped_and_nan_null_handled() -> None:
     m, value = sums["sum"]
     # clamped: 5 + 0 + 10 + 10 + 0 = 25; NaN and NULL skipped
     assert float(value) * m.unit_value == pytest.approx(25.0, abs=1e-6)
-    assert int(exact.columns["__c___x0"][0]) == 5
-    assert int(exact.columns["__n"][0]) == 7
+    assert int(exact.columns[plan.measurement_for(ColumnCount("x")).result][0]) == 5
+    assert int(exact.columns[plan.measurement_for(RowCount()).result][0]) == 7
     filled = open_session(
         Table("people", frame, columns=[Column("x", lower=0, upper=10, nullable=False)])
     )
@@ -216,27 +219,13 @@ def test_any_unit_removal_respects_the_sensitivity(  # noqa: PLR0917 - hypothesi
 
 
 @pytest.mark.parametrize("query", QUERIES[:3])
-def test_the_portable_plan_computes_the_same_and_renders_for_spark(
-    people: pd.DataFrame, query: str
-) -> None:
+def test_the_plan_renders_for_spark(people: pd.DataFrame, query: str) -> None:
     import sqlglot
 
-    big = _heavy_unit_frame(people, 1000)
     declaration = {"max_rows_per_unit": 6, "max_groups_per_unit": 3, "max_rows_per_group": 2}
-    session = open_session(people_table(big, **declaration))
-    plan, exact = exact_aggregates(session, query)
-    portable = session._engine.bind(plan.portable_sql[0], "people")
-    again = pd.DataFrame(session._engine.run(portable))
-    keys = [k.alias for k in plan.keys]
-    mine = pd.DataFrame(exact.columns).assign(
-        **{alias: [key[i] for key in exact.keys] for i, alias in enumerate(keys)}
-    )
-    if keys:
-        again, mine = (f.sort_values(keys).reset_index(drop=True) for f in (again, mine))
-    for name in exact.columns:
-        assert np.array_equal(mine[name].to_numpy(), again[name].to_numpy()), name
+    plan = open_session(people_table(people, **declaration)).plan(query, epsilon=1.0)
     spark, _ = plan.sql_for("spark")
-    assert "QUALIFY" not in spark and "SEMI JOIN" not in spark and "MATERIALIZED" not in spark
+    assert "QUALIFY" not in spark and "MATERIALIZED" not in spark and "TRY(" not in spark
     sqlglot.parse_one(spark, dialect="spark")
     with pytest.raises(InvalidParameterError, match="dialect"):
         plan.sql_for("no-such-dialect")

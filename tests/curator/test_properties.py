@@ -840,6 +840,8 @@ def _vectors(
     key_names = [k.alias for k in plan.keys]
     out: dict[str, dict[tuple[Any, ...], float]] = {}
     for _, result in reads:
+        if not set(key_names) <= set(result):
+            continue  # not one of the plan's statements (the units beyond their bounds)
         size = len(next(iter(result.values()))) if result else 0
         keys = [tuple(_norm(result[k][i]) for k in key_names) for i in range(size)]
         if "__bucket" in result:

@@ -16,6 +16,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pytest
+import sqlglot
 
 from dpcurator import (
     BudgetExceededError,
@@ -61,19 +62,24 @@ def _session(table: Table, path: Path | str = ":memory:", **options: Any) -> Ses
 
 
 class Reads:
-    """Counts the statements that read private data (the engine's ``run``)."""
+    """Counts the statements that read private data (the engine's ``run`` and ``materialize``)."""
 
     def __init__(self, session: Session, fail_with: BaseException | None = None) -> None:
         self.count = 0
-        run: Callable[[str], Any] = session._engine.run
+        engine: Any = session._engine
+        for name in ("run", "materialize"):
+            setattr(engine, name, self._counted(getattr(engine, name), fail_with))
 
-        def counted(sql: str) -> Any:
+    def _counted(
+        self, read: Callable[..., Any], fail_with: BaseException | None
+    ) -> Callable[..., Any]:
+        def counted(*args: Any) -> Any:
             self.count += 1
             if fail_with is not None:
                 raise fail_with
-            return run(sql)
+            return read(*args)
 
-        session._engine.run = counted  # type: ignore[method-assign]
+        return counted
 
 
 def _neighbours() -> Iterator[pd.DataFrame]:
@@ -219,11 +225,12 @@ def test_spent_never_exceeds_the_budget_by_an_ulp(tmp_path: Path) -> None:
 # -- finding 7: sums fetched as float64 -----------------------------------------------------------
 def test_integer_sums_come_back_exact() -> None:
     with _session(_table(HOUSEHOLDS)) as session:
-        columns = session._engine.run("SELECT CAST(9663677489741823 AS HUGEINT) AS s")
+        statement = sqlglot.parse_one("SELECT CAST(9663677489741823 AS HUGEINT) AS s")
+        columns = session._engine.run(statement, "people")
         assert columns["s"] == [9663677489741823]
         plan = session.plan("SELECT SUM(income) FROM people", epsilon=1.0)
         (sum_m,) = [m for m in plan.measurements if m.kind == "sum"]
-        exact = fetch(plan, lambda _: {sum_m.result: [9663677489741823]}, "")
+        exact = fetch(plan, lambda _: {sum_m.result: [9663677489741823]})
         assert int(exact.columns[sum_m.result][0]) == 9663677489741823
 
 

@@ -7,6 +7,17 @@ import pytest
 
 from dpcurator import QueryError
 from dpcurator.curator import Column, Table
+from dpcurator.curator._aggregates import (
+    Aggregate,
+    Count,
+    CountColumn,
+    CountUnits,
+    Histogram,
+    Mean,
+    Quantile,
+    Sum,
+    Variance,
+)
 from dpcurator.curator._sql import parse_query
 
 TABLE = Table(
@@ -36,13 +47,94 @@ def test_aggregates_and_default_names() -> None:
         "QUANTILE(income, 0.9), PERCENTILE_CONT(0.25) WITHIN GROUP (ORDER BY income) "
         "FROM people GROUP BY state"
     )
-    assert [a.function for a in q.aggregates] == [
-        "count", "count_column", "count_distinct", "sum", "avg", "var", "var", "stddev",
-        "stddev", "quantile", "quantile", "quantile",
+    assert [type(a) for a in q.aggregates] == [
+        Count, CountColumn, CountUnits, Sum, Mean, Variance, Variance, Variance, Variance,
+        Quantile, Quantile, Quantile,
     ]  # fmt: skip
     assert [a.alias for a in q.aggregates][-3:] == ["median_income", "p90_income", "p25_income"]
-    assert q.aggregates[6].population and not q.aggregates[5].population
+    variances = [a for a in q.aggregates if isinstance(a, Variance)]
+    assert [(v.population, v.root) for v in variances] == [
+        (False, False), (True, False), (False, True), (True, True),
+    ]  # fmt: skip
     assert q.group_by == ("state",)
+
+
+@pytest.mark.parametrize(
+    ("item", "expected"),
+    [
+        ("COUNT(*)", Count(alias="count", text="COUNT(*)")),
+        ("COUNT(city)", CountColumn(column="city", alias="count_city", text="COUNT(city)")),
+        (
+            "COUNT(DISTINCT pid)",
+            CountUnits(column="pid", alias="count_distinct_pid", text="COUNT(DISTINCT pid)"),
+        ),
+        ("SUM(income)", Sum(column="income", alias="sum_income", text="SUM(income)")),
+        ("AVG(income)", Mean(column="income", alias="avg_income", text="AVG(income)")),
+        ("VARIANCE(age)", Variance(column="age", alias="var_age", text="VARIANCE(age)")),
+        ("VAR_SAMP(age)", Variance(column="age", alias="var_age", text="VARIANCE(age)")),
+        (
+            "VAR_POP(age)",
+            Variance(column="age", alias="var_pop_age", text="VAR_POP(age)", population=True),
+        ),
+        ("STDDEV(age)", Variance(column="age", alias="stddev_age", text="STDDEV(age)", root=True)),
+        (
+            "STDDEV_SAMP(age)",
+            Variance(column="age", alias="stddev_age", text="STDDEV_SAMP(age)", root=True),
+        ),
+        (
+            "STDDEV_POP(age)",
+            Variance(
+                column="age",
+                alias="stddev_pop_age",
+                text="STDDEV_POP(age)",
+                population=True,
+                root=True,
+            ),
+        ),
+        ("MEDIAN(age)", Quantile(column="age", alias="median_age", text="MEDIAN(age)", level=0.5)),
+        (
+            "QUANTILE(age, 0.9)",
+            Quantile(column="age", alias="p90_age", text="QUANTILE(age, 0.9)", level=0.9),
+        ),
+        (
+            "PERCENTILE_CONT(age, 0.125)",
+            Quantile(
+                column="age", alias="p12_5_age", text="QUANTILE_CONT(age, 0.125)", level=0.125
+            ),
+        ),
+        (
+            "PERCENTILE_DISC(age, 0.5)",
+            Quantile(column="age", alias="median_age", text="QUANTILE_DISC(age, 0.5)", level=0.5),
+        ),
+        (
+            "PERCENTILE_DISC(0.25) WITHIN GROUP (ORDER BY age)",
+            Quantile(
+                column="age",
+                alias="p25_age",
+                text="QUANTILE_DISC(age, 0.25 ORDER BY age)",  # sqlglot's DuckDB rendering
+                level=0.25,
+            ),
+        ),
+        (
+            "HISTOGRAM(age)",
+            Histogram(column="age", alias="count", text="HISTOGRAM(age)", edges=(0, 18, 65, 100)),
+        ),
+        (
+            "HISTOGRAM(income, 0, 10) AS n",
+            Histogram(
+                column="income", alias="n", text="HISTOGRAM(income, 0, 10)", edges=(0.0, 10.0)
+            ),
+        ),
+        (
+            "AVG(p.income) AS mean",
+            Mean(column="income", alias="mean", text="AVG(p.income)"),
+        ),
+    ],
+)
+def test_each_aggregate_maps_to_its_class(item: str, expected: Aggregate) -> None:
+    (aggregate,) = parse(f"SELECT {item} FROM people AS p").aggregates
+    assert aggregate == expected
+    assert type(aggregate) is type(expected)
 
 
 def test_aliases_order_limit_positions_and_qualifiers() -> None:
@@ -59,7 +151,9 @@ def test_aliases_order_limit_positions_and_qualifiers() -> None:
 def test_histogram_with_declared_or_literal_bins() -> None:
     assert parse("SELECT HISTOGRAM(age) FROM people").histogram.edges == (0, 18, 65, 100)  # type: ignore[union-attr]
     q = parse("SELECT HISTOGRAM(income, 0, 10, 100) FROM people")
-    assert q.histogram is not None and q.histogram.edges == (0.0, 10.0, 100.0)
+    assert isinstance(q.histogram, Histogram) and q.histogram.edges == (0.0, 10.0, 100.0)
+    assert q.histogram is q.aggregates[0]
+    assert parse("SELECT COUNT(*) FROM people").histogram is None
 
 
 @pytest.mark.parametrize(
@@ -98,6 +192,9 @@ def test_histogram_with_declared_or_literal_bins() -> None:
         ("WITH x AS (SELECT 1) SELECT COUNT(*) FROM people", "WITH"),
         ("SELECT state, COUNT(*) FROM people GROUP BY ROLLUP (state)", "ROLLUP"),
         ("SELECT COUNT(*) FROM people ORDER BY income", "output column"),
+        ("SELECT COUNT() FROM people", r"give a column, or \* to count rows"),
+        ("SELECT MEAN(income) FROM people", "neither a group key"),
+        ("SELECT MODE(income) FROM people", "not supported"),
     ],
 )
 def test_refusals_say_why(query: str, reason: str) -> None:

@@ -6,15 +6,16 @@
 - :class:`Session`: answers ``SELECT ... GROUP BY ...`` aggregate queries (COUNT, COUNT DISTINCT
   unit, SUM, AVG, VARIANCE, STDDEV, MEDIAN/QUANTILE, HISTOGRAM) with differential privacy, in
   SQL or through :class:`QueryBuilder`; refuses anything else, and any query over budget, before
-  reading data. Contribution bounding, clamping and aggregation run as one SQL statement in
-  DuckDB; noise is added to the small aggregated result.
+  reading data. Contribution bounding, clamping and aggregation run as one SQL statement in the
+  engine (DuckDB or Spark); noise is added to the small aggregated result.
 - :class:`QueryRelease`: the released table with standard deviations and intervals, the budget
   split (:class:`Measurement`), the charge and the budget left.
 - :class:`Ledger`: every query durably charged (SQLite) before it reads any data;
   reopening resumes the spent budget.
-- :class:`DuckDBEngine`: the steward's engine (registers the declared tables, runs the bounded
-  SQL, and offers the steward noiseless SQL with :meth:`DuckDBEngine.exact`; a session never
-  exposes it to analysts).
+- Engines (:class:`Engine`): where the rows live and the bounded SQL runs. :class:`DuckDBEngine`
+  (in-process, the default) and :class:`SparkEngine` (a Spark session, local or a cluster) run
+  the same plan; each registers the declared tables, runs the bounded statements, and offers the
+  steward noiseless SQL (:meth:`DuckDBEngine.exact`); a session never exposes it to analysts.
 
 Examples
 --------
@@ -36,11 +37,13 @@ Examples
 from __future__ import annotations
 
 from dpcurator.curator._builder import QueryBuilder
-from dpcurator.curator._engine import DuckDBEngine
+from dpcurator.curator._duckdb import DuckDBEngine
+from dpcurator.curator._engine import Engine
 from dpcurator.curator._ledger import Ledger, LedgerEntry
 from dpcurator.curator._plan import Measurement, Plan
 from dpcurator.curator._release import QueryRelease
 from dpcurator.curator._session import DEFAULT_ACCOUNTANT, Session
+from dpcurator.curator._spark import SparkEngine
 from dpcurator.curator._table import Column, Declaration, Table, read_declaration
 from dpcurator.errors import QueryError
 
@@ -49,6 +52,7 @@ __all__ = [
     "Column",
     "Declaration",
     "DuckDBEngine",
+    "Engine",
     "Ledger",
     "LedgerEntry",
     "Measurement",
@@ -57,6 +61,7 @@ __all__ = [
     "QueryError",
     "QueryRelease",
     "Session",
+    "SparkEngine",
     "Table",
     "read_declaration",
 ]

@@ -1,72 +1,110 @@
-"""The engine: where the declared tables' rows live and where bounded SQL runs (DuckDB).
+"""The engine seam: what a curator needs from wherever the declared tables' rows live.
 
-:class:`DuckDBEngine` registers each declared :class:`~dpcurator.curator.Table` (a DataFrame,
-an Arrow table, a Parquet/CSV file, a DuckDB database or connection), checks the declared columns
-against the source's schema, binds statements without running them (:meth:`DuckDBEngine.prepare`,
-whose errors depend on the schema only), runs the curator's bounded aggregate statements
-(:meth:`DuckDBEngine.run`, the only method a :class:`~dpcurator.curator.Session` reads private
-data through) and gives the data steward noiseless SQL (:meth:`DuckDBEngine.exact`).
+An :class:`Engine` registers declared :class:`~dpcurator.curator.Table` s, checks their columns
+against the source's schema, binds a bounded statement without reading rows
+(:meth:`Engine.prepare`), runs it (:meth:`Engine.run`, the only way a
+:class:`~dpcurator.curator.Session` reads private data) and gives the data steward noiseless SQL
+(:meth:`Engine.exact`). Two implementations: :class:`~dpcurator.curator.DuckDBEngine`
+(in-process, the default) and :class:`~dpcurator.curator.SparkEngine` (a Spark session, local or
+on a cluster).
 
-The engine is the steward's object: a :class:`~dpcurator.curator.Session` keeps its engine to
-itself and offers analysts differentially private answers only. Steward tools that need true
-statistics (the hierarchical releases count every node, then add noise) open an engine on the
-declared tables themselves.
+Statements are sqlglot trees, written once by the planner and rendered per engine by
+:func:`render`: the rows of the declared table are the placeholder table :data:`SOURCE`, which
+the engine replaces by its own relation (a tree transform, never a text substitution).
 
 Trust boundary: the schema of a declared source (column names and types) is public; its rows
-are not. Nothing an engine error says about rows ever leaves a session: the session turns every
-failure after reading into one fixed message (see :meth:`Session.sql`).
-
-Examples
---------
->>> import pandas as pd
->>> from dpcurator.curator import Column, DuckDBEngine, Table
->>> rows = pd.DataFrame({"state": ["IL", "IL", "OH"]})
->>> with DuckDBEngine(Table("people", rows, columns=[Column("state")])) as engine:
-...     counts = engine.exact("people", "SELECT COUNT(*) AS n FROM {rows}")
->>> int(counts["n"][0])
-3
+are not. An engine's errors may name columns and types; a session never shows an analyst an
+error raised while rows are read (see :meth:`~dpcurator.curator.Session.sql`).
 """
 
 from __future__ import annotations
 
-import os
-import threading
-from collections.abc import Sequence
-from types import TracebackType
-from typing import Any, Self
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
-import duckdb
 import numpy as np
-import pandas as pd
-import pyarrow as pa
 from sqlglot import exp
 
 from dpcurator.curator._table import Table
-from dpcurator.errors import InvalidParameterError, QueryError
+from dpcurator.errors import InvalidParameterError
 
-__all__ = ["DuckDBEngine", "declared_tables", "quote"]
+__all__ = ["SOURCE", "Engine", "declared_tables", "quote", "render"]
 
-_NUMERIC = (
-    "TINYINT",
-    "SMALLINT",
-    "INTEGER",
-    "BIGINT",
-    "HUGEINT",
-    "UTINYINT",
-    "USMALLINT",
-    "UINTEGER",
-    "UBIGINT",
-    "UHUGEINT",
-    "FLOAT",
-    "DOUBLE",
-    "DECIMAL",
-    "BOOLEAN",
-)
-_PREPARED_CACHE = 256
+SOURCE = "__source"
+"""The placeholder table name under which a statement reads the declared table's rows."""
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """Where the declared tables' rows live and where bounded statements run.
+
+    ``dialect`` is the sqlglot dialect the engine's SQL is written in (``"duckdb"``,
+    ``"spark"``).
+    """
+
+    dialect: ClassVar[str]
+
+    @property
+    def tables(self) -> dict[str, Table]:
+        """The registered tables, by name."""
+        ...
+
+    def register(self, table: Table) -> None:
+        """Register ``table``'s source and check its declared columns against its schema.
+
+        Raises
+        ------
+        InvalidParameterError
+            For a source the engine cannot read, a declared column the source lacks, or a
+            column declared numeric (bounds, bins) whose type is not.
+        """
+        ...
+
+    def render(self, statement: exp.Query, table: str) -> str:
+        """Return ``statement`` as this engine's SQL, reading ``table``'s rows."""
+        ...
+
+    def prepare(self, statement: exp.Query, table: str) -> None:
+        """Bind ``statement`` without reading rows; refuse it if it does not fit the schema.
+
+        Raises
+        ------
+        QueryError
+            If the engine cannot bind it (the error names columns and types only).
+        """
+        ...
+
+    def run(self, statement: exp.Query, table: str) -> dict[str, list[Any]]:
+        """Run a bounded aggregate statement; return its (small) result column by column.
+
+        Integers come back exact (Python ``int``), never through float64. Errors propagate as
+        raised: the caller must not show them to an analyst.
+        """
+        ...
+
+    def version(self, table: str) -> Hashable | None:
+        """Return a token that changes whenever ``table``'s rows may; None when unknown.
+
+        Results derived from the rows (the units beyond their bounds) are reused only while
+        the token is equal and not None.
+        """
+        ...
+
+    def materialize(self, statement: exp.Query, table: str) -> exp.Table:
+        """Run ``statement`` into a temporary table of the engine; return its name."""
+        ...
+
+    def exact(self, table: str, sql: str) -> dict[str, np.ndarray[Any, Any]]:
+        """Run the steward's trusted SQL (``{rows}`` names the table's rows), without noise."""
+        ...
+
+    def close(self) -> None:
+        """Release what the engine opened (idempotent)."""
+        ...
 
 
 def quote(name: str) -> str:
-    """Quote an identifier for DuckDB (embedded quotes escaped).
+    """Quote an identifier (embedded quotes escaped), in DuckDB's syntax.
 
     >>> print(quote("people"), quote("odd name"))
     "people" "odd name"
@@ -89,237 +127,50 @@ def declared_tables(tables: object) -> dict[str, Table]:
     return out
 
 
-class DuckDBEngine:
-    """The declared tables registered in one DuckDB connection (in-process).
+def _spark_fixes(node: exp.Expr) -> exp.Expr:
+    """Adapt a tree to Spark SQL with ANSI mode off (how a SparkEngine runs).
 
-    Parameters
-    ----------
-    tables : Table or sequence of Table
-        The declared tables.
-    connection : duckdb.DuckDBPyConnection, optional
-        The connection to run in (default: a new in-process one; a table whose source is a
-        connection runs in that one). A connection given here is not closed by :meth:`close`.
+    - TRY is implicit (a failing expression is NULL), so ``TRY(x)`` is ``x``;
+    - CTEs take no MATERIALIZED hint;
+    - a SUM of BIGINT wraps around on overflow, so exact integer sums are DECIMAL(38, 0) sums.
+    """
+    if isinstance(node, exp.Try):
+        inner: exp.Expr = node.this
+        return inner
+    if isinstance(node, exp.CTE) and node.args.get("materialized") is not None:
+        node = node.copy()
+        node.set("materialized", None)
+    if (
+        isinstance(node, exp.Sum)
+        and isinstance(node.this, exp.Cast)
+        and node.this.to.is_type(exp.DataType.Type.BIGINT)
+    ):
+        decimal = exp.DataType.build("DECIMAL(38, 0)")
+        return exp.Sum(this=exp.cast(node.this.this.copy(), decimal))
+    return node
 
-    Raises
-    ------
-    InvalidParameterError
-        For a source that cannot be read or a declared column that the source lacks (or that is
-        declared numeric but is not).
+
+_DIALECT_FIXES: dict[str, Callable[[exp.Expr], exp.Expr]] = {"spark": _spark_fixes}
+
+
+def render(statement: exp.Query, relation: exp.Expr, dialect: str) -> str:
+    """Render ``statement`` in ``dialect`` with :data:`SOURCE` replaced by ``relation``.
+
+    >>> import sqlglot
+    >>> tree = sqlglot.parse_one("SELECT COUNT(*) AS n FROM __source")
+    >>> render(tree, exp.to_table("people"), "spark")
+    'SELECT COUNT(*) AS n FROM people'
     """
 
-    def __init__(
-        self,
-        tables: Table | Sequence[Table],
-        *,
-        connection: duckdb.DuckDBPyConnection | None = None,
-    ) -> None:
-        self._tables = declared_tables(tables)
-        self._lock = threading.RLock()
-        self._prepared: set[str] = set()
-        self._connection, self._owns_connection = self._connect(connection)
-        try:
-            self._relations = {t.name: self._register(t) for t in self._tables.values()}
-            for table in self._tables.values():
-                self._check_schema(table)
-        except BaseException:
-            self.close()
-            raise
+    def bind(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Table) and node.name == SOURCE and not node.args.get("db"):
+            out = relation.copy()
+            out.set("alias", node.args.get("alias"))
+            return out
+        return node
 
-    # -- registration ------------------------------------------------------------------------
-    def _connect(
-        self, connection: duckdb.DuckDBPyConnection | None
-    ) -> tuple[duckdb.DuckDBPyConnection, bool]:
-        given = [
-            t.source
-            for t in self._tables.values()
-            if isinstance(t.source, duckdb.DuckDBPyConnection)
-        ]
-        if connection is not None:
-            if not isinstance(connection, duckdb.DuckDBPyConnection):
-                raise InvalidParameterError("connection", connection, "must be a DuckDB connection")
-            given.append(connection)
-        if any(c is not given[0] for c in given):
-            raise InvalidParameterError(
-                "tables", "<connections>", "must all live in the same DuckDB connection"
-            )
-        return (given[0], False) if given else (duckdb.connect(), True)
-
-    def _register(self, table: Table) -> str:
-        source = table.source
-        view = quote(f"__dpcurator_{table.name}")
-        conn = self._connection
-        if isinstance(source, duckdb.DuckDBPyConnection):
-            if table.source_table is None:
-                raise InvalidParameterError(
-                    "source_table", None, f"must name the table of {table.name!r} in the connection"
-                )
-            return exp.to_table(table.source_table, dialect="duckdb").sql(dialect="duckdb")
-        if isinstance(source, pd.DataFrame | pa.Table):
-            conn.register(f"__dpcurator_{table.name}", source)
-            return view
-        if not isinstance(source, str | os.PathLike):
-            raise InvalidParameterError(
-                "source",
-                type(source).__name__,
-                "must be a pandas DataFrame, a pyarrow Table, a file path or a DuckDB connection",
-            )
-        path = os.fspath(source)
-        if not os.path.exists(path):
-            raise InvalidParameterError("source", path, "does not exist")
-        conn.execute(f"CREATE TEMP VIEW {view} AS SELECT * FROM {self._reader(table, path)}")
-        return view
-
-    def _reader(self, table: Table, path: str) -> str:
-        lowered = path.lower()
-        literal = exp.convert(path).sql(dialect="duckdb")
-        if lowered.endswith((".parquet", ".pq")):
-            return f"read_parquet({literal})"
-        if lowered.endswith((".csv", ".tsv", ".csv.gz", ".tsv.gz", ".txt")):
-            return f"read_csv_auto({literal})"
-        if lowered.endswith((".duckdb", ".db", ".ddb")):
-            if table.source_table is None:
-                raise InvalidParameterError(
-                    "source_table", None, f"must name the table of {table.name!r} in {path}"
-                )
-            alias = quote(f"__dpcurator_db_{table.name}")
-            self._connection.execute(f"ATTACH {literal} AS {alias} (READ_ONLY)")
-            inner = exp.to_table(table.source_table, dialect="duckdb")
-            return f"{alias}.{inner.sql(dialect='duckdb')}"
-        raise InvalidParameterError(
-            "source", path, "must end in .parquet, .csv, .tsv, .csv.gz, .duckdb or .db"
-        )
-
-    def _check_schema(self, table: Table) -> None:
-        """Check the declared columns against the source's schema (public: names and types)."""
-        relation = self._relations[table.name]
-        try:
-            described = self._connection.execute(f"DESCRIBE SELECT * FROM {relation}").fetchall()
-        except duckdb.Error as error:
-            raise InvalidParameterError("source", table.name, f"cannot be read: {error}") from None
-        types = {str(row[0]).lower(): str(row[1]).upper() for row in described}
-        for column in table.columns:
-            kind = types.get(column.name.lower())
-            if kind is None:
-                raise InvalidParameterError(
-                    "columns",
-                    column.name,
-                    f"is declared but the source of {table.name!r} has no such column "
-                    f"(it has: {', '.join(str(r[0]) for r in described)})",
-                )
-            numeric = kind.startswith(_NUMERIC)
-            if (column.bounds is not None or column.bins is not None) and not numeric:
-                raise InvalidParameterError(
-                    "columns",
-                    column.name,
-                    f"is declared numeric (bounds or bins) but its type in the source is {kind}",
-                )
-            text = kind.startswith(("VARCHAR", "ENUM"))
-            if text and column.domain is not None:
-                others = [v for v in column.domain if not isinstance(v, str)]
-                if others:
-                    # Comparing text with a number casts every row's text, which fails on
-                    # some values: an error that would depend on the data.
-                    raise InvalidParameterError(
-                        "columns",
-                        column.name,
-                        f"has type {kind} in the source, so its domain must hold text only "
-                        f"(it holds {others[0]!r}): write the values as strings",
-                    )
-
-    # -- the engine's work ---------------------------------------------------------------------
-    @property
-    def tables(self) -> dict[str, Table]:
-        """The declared tables, by name."""
-        return dict(self._tables)
-
-    def relation(self, table: str) -> str:
-        """Return the SQL name under which ``table``'s rows are registered."""
-        if table not in self._relations:
-            raise InvalidParameterError(
-                "table", table, f"is not declared; declared: {', '.join(sorted(self._tables))}"
-            )
-        return self._relations[table]
-
-    def bind(self, sql: str, table: str) -> str:
-        """Replace the placeholder ``__source`` (the plan's name for the rows) by the relation."""
-        return sql.replace("FROM __source", f"FROM {self.relation(table)}", 1)
-
-    def prepare(self, sql: str) -> None:
-        """Bind ``sql`` without running it; refuse it if it does not fit the tables' types.
-
-        Binding reads the schema only, never rows, so its error (the engine's first line, which
-        names columns and types) may be shown.
-
-        Raises
-        ------
-        QueryError
-            If the engine cannot bind the statement.
-        """
-        with self._lock:
-            if sql in self._prepared:
-                return
-            message = None
-            try:
-                self._connection.execute(f"EXPLAIN {sql}")
-            except duckdb.Error as error:
-                message = str(error).splitlines()[0]
-            if message is not None:
-                raise QueryError(f"The query does not fit the table's types: {message}")
-            if len(self._prepared) >= _PREPARED_CACHE:
-                self._prepared.clear()
-            self._prepared.add(sql)
-
-    def run(self, sql: str) -> dict[str, list[Any]]:
-        """Run a bounded aggregate statement; return its columns as lists of Python values.
-
-        Python values keep the engine's exact integers (DuckDB's HUGEINT sums become Python
-        ``int``, never float64). The result is small (one row per group). Errors propagate as
-        the engine raised them: the caller (a session) must not show them to an analyst.
-        """
-        with self._lock:
-            cursor = self._connection.execute(sql)
-            names = [str(d[0]) for d in cursor.description or ()]
-            rows = cursor.fetchall()
-        return {name: [row[i] for row in rows] for i, name in enumerate(names)}
-
-    def exact(self, table: str, sql: str) -> dict[str, np.ndarray[Any, Any]]:
-        """Run trusted SQL on a declared table's rows, without noise: for the data steward only.
-
-        ``sql`` names the table's rows as ``{rows}``; the result's columns come back as arrays.
-        Nothing is charged and nothing is private: this is how the steward's own mechanisms read
-        their true statistics (the hierarchical releases count every node with it, then add
-        noise). It is never an answer for an analyst, and a session never exposes it.
-
-        Examples
-        --------
-        >>> import pandas as pd
-        >>> from dpcurator.curator import Column, Table
-        >>> rows = pd.DataFrame({"state": ["IL", "IL", "OH"]})
-        >>> with DuckDBEngine(Table("people", rows, columns=[Column("state")])) as engine:
-        ...     int(engine.exact("people", "SELECT COUNT(*) AS n FROM {rows}")["n"][0])
-        3
-        """
-        relation = self.relation(table)
-        with self._lock:
-            result = self._connection.execute(sql.replace("{rows}", relation))
-            return dict(result.fetchnumpy())
-
-    def close(self) -> None:
-        """Close the connection if the engine opened it (idempotent)."""
-        with self._lock:
-            if self._owns_connection:
-                self._connection.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        return f"DuckDBEngine(tables={list(self._tables)})"
+    bound = statement.transform(bind)
+    fix = _DIALECT_FIXES.get(dialect)
+    if fix is not None:
+        bound = bound.transform(fix, copy=False)
+    return bound.sql(dialect=dialect)

@@ -2,21 +2,13 @@
 
 Only the aggregated result (one row per group) comes back from the engine. Noise comes from the
 mechanisms layer (exact samplers of :mod:`dpcurator.noise`); every value the analyst sees is a
-post-processing of the noisy measurements, with its standard deviation and an interval:
-
-- counts and sums measured directly: the exact interval of the two-sided geometric noise;
-- SUM derived as ``mid * N + S`` from a centred sum ``S`` and a count ``N``: standard deviation
-  exact (independent noises), interval by a union bound over both noises (coverage at least the
-  level);
-- AVG, VARIANCE, STDDEV: ratios of noisy measurements; standard deviation by the delta method and
-  a normal interval, marked approximate;
-- quantiles: chosen by the exponential mechanism, no standard deviation (NaN).
+post-processing of the noisy measurements (:mod:`dpcurator.curator._estimates`), with its
+standard deviation and an interval.
 """
 
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,15 +16,20 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
+from sqlglot import exp
 
+from dpcurator.curator._aggregates import release
+from dpcurator.curator._estimates import Measured, Noisy, Output
+from dpcurator.curator._measures import QuantileCounts, UnitCount
 from dpcurator.curator._plan import QUANTILE_BUCKETS, Measurement, Plan, domain_product
 from dpcurator.errors import InternalError
 from dpcurator.mechanisms import exponential_mechanism, geometric_mechanism
 from dpcurator.noise import RandomSource
 
-__all__ = ["Exact", "Output", "compute", "fetch"]
+__all__ = ["Exact", "compute", "fetch", "key_order"]
 
 FloatArray = NDArray[np.float64]
+Read = Callable[[exp.Query], Mapping[str, Sequence[Any]]]
 
 
 @dataclass
@@ -93,56 +90,86 @@ def _integer_column(values: Sequence[Any]) -> NDArray[np.int64]:
     return np.array([0 if v is None else int(v) for v in values], dtype=np.int64)
 
 
-def fetch(
-    plan: Plan,
-    run: Callable[[str], Mapping[str, Sequence[Any]]],
-    sql: str,
-    quantile_sql: str | None = None,
-) -> Exact:
-    """Run the bound SQL through ``run`` (SQL -> columns of Python values); collect the result.
+def fetch(plan: Plan, read: Read) -> Exact:
+    """Run the plan's statements through ``read`` (statement -> columns of Python values).
 
     Aggregates come back as exact integers (the engine's integer sums are never rounded to
     float64); group keys are canonical (see :func:`key_order`).
     """
     aliases = [k.alias for k in plan.keys]
-    table = run(sql)
+    table = read(plan.statements.main)
     rows = len(next(iter(table.values()))) if table else 0
     keys = _key_tuples(table, aliases, rows)
     columns = {name: _integer_column(v) for name, v in table.items() if name not in aliases}
     buckets: dict[tuple[tuple[Any, ...], str], NDArray[np.int64]] = {}
-    if quantile_sql is not None:
-        qt = run(quantile_sql)
-        qrows = len(qt["__n"])
-        qkeys = _key_tuples(qt, aliases, qrows)
-        names = list(qt["__column"])
+    if plan.statements.quantiles is not None:
+        qt = read(plan.statements.quantiles)
+        qkeys = _key_tuples(qt, aliases, len(qt["__n"]))
         bucket = _integer_column(qt["__bucket"])
         counts = _integer_column(qt["__n"])
-        for i in range(qrows):
-            entry = buckets.setdefault((qkeys[i], names[i]), np.zeros(QUANTILE_BUCKETS, np.int64))
+        for i, name in enumerate(qt["__column"]):
+            entry = buckets.setdefault((qkeys[i], name), np.zeros(QUANTILE_BUCKETS, np.int64))
             entry[bucket[i]] += counts[i]
     return Exact(keys=keys, columns=columns, buckets=buckets)
 
 
 @dataclass
-class Output:
-    """A released column: values with their standard deviation and interval."""
+class _Groups:
+    """The groups released, and where each is in the engine's result (None: absent there)."""
 
-    value: NDArray[Any]
-    std: FloatArray
-    low: FloatArray
-    high: FloatArray
-    exact: str  # "exact", "conservative", "approximate" or "none"
+    keys: list[tuple[Any, ...]]
+    rows: list[int | None]
+
+    @classmethod
+    def of(cls, plan: Plan, exact: Exact) -> _Groups:
+        if plan.keys and not plan.selects_partitions:
+            keys = domain_product(plan.keys)
+        elif plan.keys:
+            keys = sorted(exact.keys, key=key_order)
+        else:
+            keys = [()]
+        index = {key: i for i, key in enumerate(exact.keys)}
+        return cls(keys, [index.get(k) for k in keys])
+
+    def vector(self, exact: Exact, name: str) -> NDArray[np.int64]:
+        """Return the exact aggregate ``name`` per released group (0 where it had no rows)."""
+        values = exact.columns.get(name)
+        if values is None or len(exact.keys) == 0:
+            return np.zeros(len(self.keys), dtype=np.int64)
+        take = np.array([r if r is not None else 0 for r in self.rows], dtype=np.int64)
+        out = values[take]
+        out[np.array([r is None for r in self.rows], dtype=bool)] = 0
+        return out
+
+    def keep(self, kept: NDArray[np.bool_]) -> None:
+        self.keys = [g for g, k in zip(self.keys, kept, strict=True) if k]
+        self.rows = [r for r, k in zip(self.rows, kept, strict=True) if k]
 
 
-@dataclass
-class _Noisy:
-    value: NDArray[np.int64]  # in measurement units
-    unit: float
-    std: float  # in units
-    half: dict[float, float]  # level -> half-width in units
+def _noisy(
+    m: Measurement,
+    event: object,
+    values: NDArray[np.int64],
+    levels: Sequence[float],
+    source: RandomSource,
+) -> Noisy:
+    """Geometric noise on one measurement's exact vector, with its half-widths per level."""
+    if values.size == 0:
+        return Noisy(values, m.unit_value, math.nan, {})
+    noisy = geometric_mechanism(values, epsilon=m.epsilon, sensitivity=m.units, source=source)
+    if not _selection(m) and noisy.event != event:
+        raise InternalError(f"The release's event {noisy.event} differs from the plan's.")
+    error = noisy.error
+    assert error is not None
+    half = {}
+    for level in levels:
+        low, _ = error.confidence_interval(level)
+        half[level] = float(noisy.value.reshape(-1)[0] - low.reshape(-1)[0])
+    return Noisy(np.asarray(noisy.value, dtype=np.int64), m.unit_value, error.std, half)
 
-    def real(self) -> FloatArray:
-        return self.value.astype(np.float64) * self.unit
+
+def _selection(m: Measurement) -> bool:
+    return isinstance(m.measure, UnitCount) and m.measure.selection
 
 
 def compute(
@@ -153,210 +180,27 @@ def compute(
     Returns the table (group keys, then ``value, value_std, value_ci_low, value_ci_high`` for
     each aggregate) and, per aggregate, how its interval is obtained.
     """
-    miss = 1.0 - confidence
-    # Levels at which a union bound over two noises may split the miss probability.
-    splits = [miss * t for t in np.linspace(0.05, 0.95, 19)]
-    levels = [confidence, *(1.0 - a for a in splits)]
-    z = statistics.NormalDist().inv_cdf(0.5 + confidence / 2.0)
-    # The groups released: all of the public domain, or those partition selection keeps.
-    index = {key: i for i, key in enumerate(exact.keys)}
-    if plan.keys and not plan.selects_partitions:
-        groups = domain_product(plan.keys)
-    elif plan.keys:
-        groups = sorted(exact.keys, key=key_order)
-    else:
-        groups = [()]
-    rows = [index.get(g) for g in groups]
-    present = np.array([r is not None for r in rows], dtype=bool)
-    take = np.array([r if r is not None else 0 for r in rows], dtype=np.int64)
-
-    def exact_vector(name: str) -> NDArray[np.int64]:
-        values = exact.columns.get(name, np.zeros(len(exact.keys), dtype=np.int64))
-        if len(exact.keys) == 0:
-            return np.zeros(len(groups), dtype=np.int64)
-        out = values[take]
-        out[~present] = 0
-        return out
-
-    noisy: dict[tuple[str, str | None], _Noisy] = {}
-    events = list(plan.events)
-
-    def measure(m: Measurement, position: int, values: NDArray[np.int64]) -> _Noisy:
-        if values.size == 0:
-            return _Noisy(values, m.unit_value, math.nan, {})
-        release = geometric_mechanism(values, epsilon=m.epsilon, sensitivity=m.units, source=source)
-        expected = events[position]
-        if m.kind != "selection" and release.event != expected:
-            raise InternalError(f"The release's event {release.event} differs from the plan's.")
-        error = release.error
-        assert error is not None
-        half = {}
-        for level in levels:
-            lo, _ = error.confidence_interval(level)
-            half[level] = float(release.value.reshape(-1)[0] - lo.reshape(-1)[0])
-        return _Noisy(np.asarray(release.value, dtype=np.int64), m.unit_value, error.std, half)
-
-    kept = np.ones(len(groups), dtype=bool)
-    for position, m in enumerate(plan.measurements):
-        if m.kind == "selection":
-            result = measure(m, position, exact_vector(m.result))
+    values = {v.column: v for v in plan.values}
+    measured = Measured(plan.query.table, values, confidence)
+    groups = _Groups.of(plan, exact)
+    planned = list(zip(plan.measurements, plan.events, strict=True))
+    for m, event in planned:  # partition selection first: it decides the groups
+        if _selection(m):
+            selected = _noisy(m, event, groups.vector(exact, m.result), measured.levels, source)
             assert plan.threshold is not None
-            kept = result.value >= plan.threshold
-            noisy[(m.kind, None)] = result
-    groups = [g for g, keep in zip(groups, kept, strict=True) if keep]
-    for key in list(noisy):
-        noisy[key].value = noisy[key].value[kept]
-    take, present = take[kept], present[kept]
-    for position, m in enumerate(plan.measurements):
-        if m.kind in {"selection", "quantile"}:
-            continue
-        values = exact_vector(m.result)  # already restricted to the kept groups
-        noisy[(m.kind, m.column)] = measure(m, position, values)
-
-    size = len(groups)
-    outputs: dict[str, Output] = {}
-
-    def direct(item: _Noisy) -> Output:
-        value = item.real()
-        half = item.half.get(confidence, math.nan) * item.unit
-        return Output(
-            value, np.full(size, item.std * item.unit), value - half, value + half, "exact"
-        )
-
-    def count_of(column: str | None) -> _Noisy:
-        if column is not None and plan.query.table.column(column).nullable:
-            return noisy[("count_column", column)]
-        for kind in ("count", "count_distinct", "selection"):
-            if (kind, None) in noisy:
-                return noisy[(kind, None)]
-        raise InternalError("The plan has no count for this aggregate.")
-
-    specs = {v.column: v for v in plan.values}
-    for agg in plan.query.aggregates:
-        col = agg.column
-        if agg.function in {"count", "histogram"}:
-            item = count_of(None)
-            out = direct(item)
-            out.value = item.value.copy()
-            outputs[agg.alias] = out
-        elif agg.function == "count_distinct":
-            key = ("selection", None) if ("selection", None) in noisy else ("count_distinct", None)
-            item = noisy[key]
-            out = direct(item)
-            out.value = item.value.copy()
-            outputs[agg.alias] = out
-        elif agg.function == "count_column":
-            item = count_of(col)
-            out = direct(item)
-            out.value = item.value.copy()
-            outputs[agg.alias] = out
-        elif agg.function == "sum":
-            assert col is not None
-            if ("sum", col) in noisy:
-                outputs[agg.alias] = direct(noisy[("sum", col)])
-            else:
-                outputs[agg.alias] = _derived_sum(
-                    specs[col].mid,
-                    count_of(col),
-                    noisy[("centered_sum", col)],
-                    splits,
-                    miss,
-                )
-        elif agg.function == "avg":
-            assert col is not None
-            outputs[agg.alias] = _mean(specs[col], count_of(col), noisy[("centered_sum", col)], z)
-        elif agg.function in {"var", "stddev"}:
-            assert col is not None
-            outputs[agg.alias] = _variance(
-                specs[col],
-                count_of(col),
-                noisy[("centered_sum", col)],
-                noisy[("centered_squares", col)],
-                z,
-                sample=not agg.population,
-                root=agg.function == "stddev",
-            )
-        elif agg.function == "quantile":
-            assert col is not None and agg.quantile is not None
-            m = plan.measurement_for_quantile(col, agg.quantile)
-            outputs[agg.alias] = _quantiles(plan, m, groups, exact, source)
-        else:  # pragma: no cover - the parser admits no other function
-            raise InternalError(f"Unknown aggregate {agg.function!r}.")
-    frame = _frame(plan, groups, outputs)
+            kept = selected.value >= plan.threshold
+            selected.keep(kept)
+            groups.keep(kept)
+            measured.noisy[m.measure] = selected
+    for m, event in planned:
+        if isinstance(m.measure, QuantileCounts):
+            measured.quantiles[m.measure] = _quantiles(plan, m, groups.keys, exact, source)
+        elif not _selection(m):
+            vector = groups.vector(exact, m.result)
+            measured.noisy[m.measure] = _noisy(m, event, vector, measured.levels, source)
+    outputs = {a.alias: release(a, measured) for a in plan.query.aggregates}
+    frame = _frame(plan, groups.keys, outputs)
     return frame, {alias: out.exact for alias, out in outputs.items()}
-
-
-def _derived_sum(
-    mid: float, count: _Noisy, centered: _Noisy, splits: Sequence[float], miss: float
-) -> Output:
-    """``mid * N + S``: exact std; interval by the best union-bound split of the miss rate."""
-    value = mid * count.real() + centered.real()
-    std = math.sqrt((mid * count.std * count.unit) ** 2 + (centered.std * centered.unit) ** 2)
-    half = min(
-        abs(mid) * count.half.get(1.0 - a, math.nan) * count.unit
-        + centered.half.get(1.0 - (miss - a), math.nan) * centered.unit
-        for a in splits
-    )
-    size = value.size
-    return Output(value, np.full(size, std), value - half, value + half, "conservative")
-
-
-def _mean(spec: Any, count: _Noisy, centered: _Noisy, z: float) -> Output:
-    n = np.maximum(count.real(), 1.0)
-    s = centered.real()
-    mean_c = np.clip(s / n, -spec.half, spec.half)
-    value = spec.mid + mean_c
-    var_s = (centered.std * centered.unit) ** 2
-    var_n = (count.std * count.unit) ** 2
-    std = np.sqrt(var_s + mean_c**2 * var_n) / n
-    low = np.clip(value - z * std, spec.lower, spec.upper)
-    high = np.clip(value + z * std, spec.lower, spec.upper)
-    return Output(value, std, low, high, "approximate")
-
-
-def _variance(
-    spec: Any,
-    count: _Noisy,
-    centered: _Noisy,
-    squares: _Noisy,
-    z: float,
-    *,
-    sample: bool,
-    root: bool,
-) -> Output:
-    n = np.maximum(count.real(), 2.0)
-    s = centered.real()
-    q = squares.real()
-    factor = n / (n - 1.0) if sample else np.ones_like(n)
-    pop = q / n - (s / n) ** 2
-    cap = spec.half**2
-    var = np.clip(pop, 0.0, cap) * factor
-    # Delta method on var = factor * (Q/N - S^2/N^2).
-    var_q = (squares.std * squares.unit) ** 2
-    var_s = (centered.std * centered.unit) ** 2
-    var_n = (count.std * count.unit) ** 2
-    d_q = factor / n
-    d_s = factor * (-2.0 * s / n**2)
-    d_n = factor * (-q / n**2 + 2.0 * s**2 / n**3)
-    std = np.sqrt(d_q**2 * var_q + d_s**2 * var_s + d_n**2 * var_n)
-    upper = cap * factor
-    if root:
-        value = np.sqrt(var)
-        std = std / (2.0 * np.maximum(value, math.sqrt(cap) * 1e-3))
-        return Output(
-            value,
-            std,
-            np.clip(value - z * std, 0.0, np.sqrt(upper)),
-            np.clip(value + z * std, 0.0, np.sqrt(upper)),
-            "approximate",
-        )
-    return Output(
-        var,
-        std,
-        np.clip(var - z * std, 0.0, upper),
-        np.clip(var + z * std, 0.0, upper),
-        "approximate",
-    )
 
 
 def _quantiles(
@@ -365,27 +209,28 @@ def _quantiles(
     groups: Sequence[tuple[Any, ...]],
     exact: Exact,
     source: RandomSource,
-) -> Output:
-    assert m.column is not None and m.quantile is not None
-    spec = next(v for v in plan.values if v.column == m.column)
+) -> FloatArray:
+    """Per group, the exponential mechanism's choice among the public candidate points."""
+    assert isinstance(m.measure, QuantileCounts)
+    column, level = m.measure.column, m.measure.level
+    spec = next(v for v in plan.values if v.column == column)
     candidates = np.linspace(spec.lower, spec.upper, QUANTILE_BUCKETS + 1)
     epsilon = m.epsilon / plan.groups_touched
     zero = np.zeros(QUANTILE_BUCKETS, dtype=np.int64)
     out = np.empty(len(groups), dtype=np.float64)
     for i, group in enumerate(groups):
-        counts = exact.buckets.get((group, m.column), zero)
+        counts = exact.buckets.get((group, column), zero)
         below = np.concatenate([[0], np.cumsum(counts)]).astype(np.float64)
-        utilities = -np.abs(below - m.quantile * below[-1])
-        chosen = exponential_mechanism(
+        utilities = -np.abs(below - level * below[-1])
+        choice = exponential_mechanism(
             list(range(candidates.size)),
             utilities,
             epsilon=epsilon,
             sensitivity=m.sensitivity,
             source=source,
         )
-        out[i] = candidates[chosen.value]
-    nan = np.full(len(groups), math.nan)
-    return Output(out, nan, nan.copy(), nan.copy(), "none")
+        out[i] = candidates[choice.value]
+    return out
 
 
 def _frame(

@@ -23,22 +23,26 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Self
 
 import duckdb
 import pandas as pd
+from sqlglot import exp
 
 from dpcurator._validation import check_probability
 from dpcurator.accounting import ACCOUNTANT_NAMES, Budget
-from dpcurator.curator._engine import DuckDBEngine, declared_tables
+from dpcurator.curator._duckdb import DuckDBEngine
+from dpcurator.curator._engine import Engine, declared_tables
 from dpcurator.curator._ledger import Ledger, LedgerEntry
 from dpcurator.curator._measure import compute, fetch
 from dpcurator.curator._plan import Plan, make_plan
 from dpcurator.curator._release import QueryRelease
 from dpcurator.curator._sql import parse_query
+from dpcurator.curator._statements import with_over, without_heavy
 from dpcurator.curator._table import Table, read_declaration
 from dpcurator.errors import InvalidParameterError, QueryError, QueryFailedError
 from dpcurator.noise import RandomSource, resolve_source
@@ -108,7 +112,12 @@ class Session:
         Level of the released intervals.
     connection : duckdb.DuckDBPyConnection, optional
         The DuckDB connection to run in (default: a new in-process one; a table whose source
-        is a connection runs in that one).
+        is a connection runs in that one). Only for the default engine.
+    engine : Engine, optional
+        Where the rows live and the bounded SQL runs: a
+        :class:`~dpcurator.curator.DuckDBEngine` (the default, in-process) or a
+        :class:`~dpcurator.curator.SparkEngine`. The session registers the tables in it and
+        closes it with the session.
 
     Examples
     --------
@@ -140,6 +149,7 @@ class Session:
         source: RandomSource | None = None,
         confidence: float = 0.95,
         connection: duckdb.DuckDBPyConnection | None = None,
+        engine: Engine | None = None,
     ) -> None:
         declared = declared_tables(tables)
         if not isinstance(budget, Budget):
@@ -155,7 +165,8 @@ class Session:
         self._source = resolve_source(source)
         path = _default_ledger(declared) if ledger is None else ledger
         self._lock = threading.RLock()
-        self._engine = DuckDBEngine(list(declared.values()), connection=connection)
+        self._engine = _engine(declared, engine, connection)
+        self._over: dict[tuple[object, ...], _Over] = {}
         try:
             self._ledger = Ledger(
                 path,
@@ -208,21 +219,41 @@ class Session:
         QueryError
             If the query is not a supported aggregate over a declared table.
         """
-        return self._prepared(query, epsilon=epsilon, delta=delta)[0]
+        return self._prepared(query, epsilon=epsilon, delta=delta)
 
-    def _prepared(self, query: str, *, epsilon: float, delta: float) -> tuple[Plan, list[str]]:
+    def _prepared(self, query: str, *, epsilon: float, delta: float) -> Plan:
         """Plan ``query`` and bind its statements in the engine (no rows read, nothing spent)."""
         parsed = parse_query(query, self._engine.tables)
         plan = make_plan(parsed, epsilon=epsilon, delta=delta)
-        statements = self._statements(plan)
-        for statement in statements:
-            self._engine.prepare(statement)
-        return plan, statements
+        for statement in plan.statements.all:
+            self._engine.prepare(statement, parsed.table.name)
+        return plan
 
-    def _statements(self, plan: Plan) -> list[str]:
+    def _read(self, plan: Plan) -> Callable[[exp.Query], Mapping[str, Sequence[object]]]:
+        """How this plan's statements read the rows: with the units beyond their bounds cached.
+
+        The units beyond a bound depend on the table's rows, its unit, the group-key columns and
+        the bounds only (never on the query's filter), so they are computed once and reused
+        while the engine's version token of the table is unchanged (see
+        :mod:`dpcurator.curator._statements`); without a token they are computed in each query.
+        When no unit is beyond its bounds, the statements skip the bounding steps.
+        """
         table = plan.query.table.name
-        sql = [plan.sql] if plan.quantile_sql is None else [plan.sql, plan.quantile_sql]
-        return [self._engine.bind(s, table) for s in sql]
+        over = plan.statements.over
+        version = self._engine.version(table)
+        if over is None or version is None:
+            return lambda statement: self._engine.run(statement, table)
+        key = (table, *plan.statements.over_key)
+        cached = self._over.get(key)
+        if cached is None or cached.version != version:
+            units = self._engine.materialize(over, table)
+            count = self._engine.run(exp.select("COUNT(*) AS n").from_(units), table)
+            cached = _Over(version, units, int(count["n"][0]) == 0)
+            self._over[key] = cached
+        if cached.empty:
+            return lambda statement: self._engine.run(without_heavy(statement), table)
+        units = cached.units
+        return lambda statement: self._engine.run(with_over(statement, units), table)
 
     def sql(self, query: str, *, epsilon: float, delta: float = 0.0) -> QueryRelease:
         """Answer an aggregate SQL query with differential privacy.
@@ -256,9 +287,9 @@ class Session:
             the reason (it could depend on the data), and nothing is refunded.
         """
         with self._lock:
-            plan, statements = self._prepared(query, epsilon=epsilon, delta=delta)
+            plan = self._prepared(query, epsilon=epsilon, delta=delta)
             entry = self._ledger.record(query, plan.events)  # charged before any read
-            released = _answer(self, plan, statements)
+            released = _answer(self, plan)
             if released is None:  # raised here, outside any handler: no exception chain
                 raise QueryFailedError(
                     f"The query failed while running. It was charged before it read the data "
@@ -271,7 +302,7 @@ class Session:
             entry,
             table=table,
             intervals=intervals,
-            bounded_sql=statements[0],
+            bounded_sql=self._engine.render(plan.statements.main, plan.query.table.name),
             confidence=self._confidence,
         )
 
@@ -336,12 +367,36 @@ class Session:
         )
 
 
-def _answer(
-    session: Session, plan: Plan, statements: Sequence[str]
-) -> tuple[pd.DataFrame, dict[str, str]] | None:
+@dataclass(frozen=True)
+class _Over:
+    """The units beyond their bounds of a table, cached: the table's version, where, if none."""
+
+    version: Hashable
+    units: exp.Table
+    empty: bool
+
+
+def _engine(
+    tables: Mapping[str, Table], engine: Engine | None, connection: duckdb.DuckDBPyConnection | None
+) -> Engine:
+    """Register ``tables`` in ``engine`` (default: a new DuckDB engine on ``connection``)."""
+    if engine is None:
+        return DuckDBEngine(list(tables.values()), connection=connection)
+    if not isinstance(engine, Engine):
+        raise InvalidParameterError("engine", engine, "must be a DuckDBEngine or a SparkEngine")
+    if connection is not None:
+        raise InvalidParameterError(
+            "connection", connection, "is for the default DuckDB engine: give it to the engine"
+        )
+    for table in tables.values():
+        engine.register(table)
+    return engine
+
+
+def _answer(session: Session, plan: Plan) -> tuple[pd.DataFrame, dict[str, str]] | None:
     """Read the data and add noise; None if anything failed (the caller says so, fixed text)."""
     try:
-        exact = fetch(plan, session._engine.run, *statements)
+        exact = fetch(plan, session._read(plan))
         return compute(plan, exact, source=session._source, confidence=session._confidence)
     except Exception:  # any failure after reading is reported the same way
         return None

@@ -18,26 +18,37 @@ Examples
 >>> t = Table("people", pd.DataFrame(), privacy_unit="pid", columns=[
 ...     Column("state", domain=["CA", "NY"]), Column("income", lower=0, upper=1000)])
 >>> q = parse_query("SELECT state, COUNT(*), AVG(income) FROM people GROUP BY state", {"people": t})
->>> q.group_by, [a.function for a in q.aggregates], [a.alias for a in q.aggregates]
-(('state',), ['count', 'avg'], ['count', 'avg_income'])
+>>> q.group_by, [type(a).__name__ for a in q.aggregates], [a.alias for a in q.aggregates]
+(('state',), ['Count', 'Mean'], ['count', 'avg_income'])
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence, Set
+from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
+from dpcurator.curator._aggregates import (
+    Aggregate,
+    Count,
+    CountColumn,
+    CountUnits,
+    Histogram,
+    Mean,
+    Quantile,
+    Sum,
+    Variance,
+)
 from dpcurator.curator._table import Table, check_bins
 from dpcurator.errors import InvalidParameterError, QueryError
 
 __all__ = [
-    "AGGREGATES",
     "MAX_LITERAL_CHARS",
     "MAX_PARENTHESES",
     "MAX_QUERY_CHARS",
@@ -56,28 +67,6 @@ MAX_PARENTHESES = 64
 """Deepest nesting of parentheses accepted in the text."""
 MAX_LITERAL_CHARS = 1_000
 """Longest string literal or identifier accepted (characters)."""
-
-AGGREGATES = (
-    "count",
-    "count_column",
-    "count_distinct",
-    "sum",
-    "avg",
-    "var",
-    "stddev",
-    "quantile",
-    "histogram",
-)
-"""Aggregate functions the curator answers."""
-
-_SIMPLE_AGGREGATES: dict[type[exp.Expr], str] = {
-    exp.Sum: "sum",
-    exp.Avg: "avg",
-    exp.Variance: "var",
-    exp.Stddev: "stddev",
-    exp.StddevSamp: "stddev",
-}
-_POPULATION = (exp.VariancePop, exp.StddevPop)
 
 # Row-wise operations a WHERE clause may use: comparisons, logic, arithmetic, a few pure functions.
 _WHERE_NODES: tuple[type[exp.Expr], ...] = (
@@ -135,19 +124,6 @@ _WHERE_NODES: tuple[type[exp.Expr], ...] = (
 
 
 @dataclass(frozen=True)
-class Aggregate:
-    """One aggregate of a query: its function, column, output name and parameters."""
-
-    function: str
-    column: str | None
-    alias: str
-    text: str
-    quantile: float | None = None
-    edges: tuple[float, ...] | None = None
-    population: bool = False
-
-
-@dataclass(frozen=True)
 class ParsedQuery:
     """A checked aggregate query.
 
@@ -162,7 +138,7 @@ class ParsedQuery:
     group_by : tuple of str
         Declared group-key columns, in GROUP BY order.
     aggregates : tuple of Aggregate
-        The aggregates, in SELECT order.
+        The typed aggregates (:mod:`dpcurator.curator._aggregates`), in SELECT order.
     outputs : tuple of (str, str)
         The released columns in SELECT order: ``("key", column)`` or ``("agg", alias)``; a
         key's output name is its alias (``key_names``).
@@ -185,16 +161,21 @@ class ParsedQuery:
     limit: int | None
 
     @property
-    def histogram(self) -> Aggregate | None:
+    def histogram(self) -> Histogram | None:
         """The HISTOGRAM aggregate, if the query is one."""
-        for agg in self.aggregates:
-            if agg.function == "histogram":
-                return agg
-        return None
+        return _histogram_of(self.aggregates)
 
 
-def _refuse(message: str) -> QueryError:
-    return QueryError(message)
+def _histogram_of(aggregates: Sequence[Aggregate]) -> Histogram | None:
+    return next((a for a in aggregates if isinstance(a, Histogram)), None)
+
+
+@dataclass(frozen=True)
+class _Context:
+    """The declared table a query reads, and the names that may qualify its columns."""
+
+    table: Table
+    qualifiers: frozenset[str]
 
 
 def _sql(node: exp.Expr) -> str:
@@ -204,24 +185,18 @@ def _sql(node: exp.Expr) -> str:
 def _column_name(node: exp.Expr, query: _Context) -> str:
     """Return the declared column a column reference names (qualifiers must name the table)."""
     if not isinstance(node, exp.Column) or isinstance(node.this, exp.Star):
-        raise _refuse(
+        raise QueryError(
             f"{_sql(node)!r} is not a column: aggregates and GROUP BY take a declared column "
             "(compute expressions in the WHERE clause or declare a derived column)."
         )
     qualifier = node.table
     if qualifier and qualifier.lower() not in query.qualifiers:
-        raise _refuse(
+        raise QueryError(
             f"{_sql(node)!r} names table {qualifier!r}; this query reads {query.table.name!r} only."
         )
     if node.args.get("db") or node.args.get("catalog"):
-        raise _refuse(f"{_sql(node)!r}: qualify columns with the table name only.")
+        raise QueryError(f"{_sql(node)!r}: qualify columns with the table name only.")
     return query.table.column(node.name).name
-
-
-@dataclass
-class _Context:
-    table: Table
-    qualifiers: set[str]
 
 
 def _literal_number(node: exp.Expr, what: str) -> float:
@@ -232,13 +207,13 @@ def _literal_number(node: exp.Expr, what: str) -> float:
     if isinstance(value, exp.Paren):
         value = value.this
     if not isinstance(value, exp.Literal) or value.is_string:
-        raise _refuse(f"{what} must be a number literal, got {_sql(node)!r}.")
+        raise QueryError(f"{what} must be a number literal, got {_sql(node)!r}.")
     try:
         number = sign * float(value.this)
     except ValueError:
-        raise _refuse(f"{what} must be a number literal, got {_sql(node)!r}.") from None
+        raise QueryError(f"{what} must be a number literal, got {_sql(node)!r}.") from None
     if not math.isfinite(number):
-        raise _refuse(f"{what} must be finite, got {_sql(node)!r}.")
+        raise QueryError(f"{what} must be finite, got {_sql(node)!r}.")
     return number
 
 
@@ -248,123 +223,100 @@ def _position(node: exp.Expr, clause: str, count: int) -> int | None:
         return None
     text = str(node.this)
     if not text.isdigit() or len(text) > 6:
-        raise _refuse(
+        raise QueryError(
             f"{clause} {text}: a position must be a whole number between 1 and {count} "
             "(the number of SELECT items)."
         )
     position = int(text)
     if not 1 <= position <= count:
-        raise _refuse(f"{clause} {position}: there is no SELECT item {position}.")
+        raise QueryError(f"{clause} {position}: there is no SELECT item {position}.")
     return position
 
 
-def _quantile_level(node: exp.Expr | None, text: str) -> float:
-    if node is None:
-        raise _refuse(f"{text}: give the quantile level, e.g. QUANTILE(income, 0.9).")
-    q = _literal_number(node, f"the quantile level of {text}")
-    if not 0.0 <= q <= 1.0:
-        raise _refuse(f"{text}: the quantile level must be in [0, 1], got {q}.")
-    return q
+# --- Aggregates: one builder per sqlglot node type -------------------------------------------
 
 
-def _numeric(name: str, query: _Context, text: str) -> None:
-    column = query.table.column(name)
-    if column.bounds is None:
-        raise _refuse(
-            f"{text} needs bounds on column {name!r}: declare lower and upper for it "
-            "(values are clamped into them, which is what makes the sensitivity finite)."
-        )
+@dataclass(frozen=True)
+class _Written:
+    """One aggregate as the analyst wrote it: its SQL text, its alias (if any), its table."""
 
+    text: str
+    alias: str | None
+    query: _Context
 
-def _aggregate(node: exp.Expr, alias: str | None, query: _Context) -> Aggregate:
-    text = _sql(node)
-    unit = query.table.unit_column
-    if isinstance(node, exp.Count):
-        arg = node.this
-        if isinstance(arg, exp.Star):
-            return Aggregate("count", None, alias or "count", text)
-        if isinstance(arg, exp.Distinct):
-            args = arg.expressions
-            if len(args) != 1:
-                raise _refuse(f"{text}: COUNT(DISTINCT ...) takes one column.")
-            name = _column_name(args[0], query)
-            if name != unit:
-                raise _refuse(
-                    f"{text}: COUNT(DISTINCT ...) is supported for the privacy unit only "
-                    f"({unit!r}); count distinct values of {name!r} with "
-                    f"SELECT {name}, COUNT(*) ... GROUP BY {name} instead."
-                    if unit is not None
-                    else f"{text}: each row is a privacy unit here; use COUNT(*)."
-                )
-            return Aggregate("count_distinct", name, alias or f"count_distinct_{name}", text)
-        name = _column_name(arg, query)
-        return Aggregate("count_column", name, alias or f"count_{name}", text)
-    for kind, function in _SIMPLE_AGGREGATES.items():
-        if type(node) is kind:
-            name = _column_name(node.this, query)
-            _numeric(name, query, text)
-            return Aggregate(function, name, alias or f"{function}_{name}", text)
-    if isinstance(node, _POPULATION):
-        name = _column_name(node.this, query)
-        _numeric(name, query, text)
-        function = "var" if isinstance(node, exp.VariancePop) else "stddev"
-        default = f"{function}_pop_{name}"
-        return Aggregate(function, name, alias or default, text, population=True)
-    if isinstance(node, exp.Median):
-        name = _column_name(node.this, query)
-        _numeric(name, query, text)
-        return Aggregate("quantile", name, alias or f"median_{name}", text, quantile=0.5)
-    if isinstance(node, exp.Quantile | exp.PercentileCont | exp.PercentileDisc):
-        name = _column_name(node.this, query)
-        _numeric(name, query, text)
-        level_node = node.args.get("quantile") or node.args.get("expression")
-        q = _quantile_level(level_node, text)
-        return Aggregate("quantile", name, alias or _quantile_name(name, q), text, quantile=q)
-    if isinstance(node, exp.WithinGroup) and isinstance(
-        node.this, exp.PercentileCont | exp.PercentileDisc
-    ):
-        order = node.expression
-        ordered = order.expressions if isinstance(order, exp.Order) else []
-        if len(ordered) != 1:
-            raise _refuse(f"{text}: WITHIN GROUP (ORDER BY <one column>) expected.")
-        name = _column_name(ordered[0].this, query)
-        _numeric(name, query, text)
-        q = _quantile_level(node.this.this, text)
-        return Aggregate("quantile", name, alias or _quantile_name(name, q), text, quantile=q)
-    if isinstance(node, exp.Anonymous) and str(node.this).lower() in {"histogram", "quantile"}:
-        args = node.expressions
-        if not args:
-            raise _refuse(f"{text}: give the column.")
-        name = _column_name(args[0], query)
-        _numeric(name, query, text)
-        if str(node.this).lower() == "quantile":
-            q = _quantile_level(args[1] if len(args) > 1 else None, text)
-            return Aggregate("quantile", name, alias or _quantile_name(name, q), text, quantile=q)
-        column = query.table.column(name)
-        if len(args) > 1:
-            numbers = [_literal_number(a, f"a histogram edge of {text}") for a in args[1:]]
-            try:
-                edges = check_bins(numbers, "bins")
-            except InvalidParameterError as error:
-                raise _refuse(f"{text}: {error}") from None
-        elif column.bins is not None:
-            edges = column.bins
-        else:
-            raise _refuse(
-                f"{text}: declare bins for column {name!r} or give the edges, e.g. "
-                f"HISTOGRAM({name}, 0, 10, 20, 50)."
+    def numeric_column(self, node: exp.Expr) -> str:
+        """Return the declared column ``node`` names, which must have bounds."""
+        name = _column_name(node, self.query)
+        if self.query.table.column(name).bounds is None:
+            raise QueryError(
+                f"{self.text} needs bounds on column {name!r}: declare lower and upper for it "
+                "(values are clamped into them, which is what makes the sensitivity finite)."
             )
-        return Aggregate("histogram", name, alias or "count", text, edges=edges)
-    if isinstance(node, exp.AggFunc):
-        raise _refuse(
-            f"Aggregate {text!r} is not supported; supported: COUNT(*), COUNT(column), "
-            "COUNT(DISTINCT <privacy unit>), SUM, AVG, VARIANCE, STDDEV, MEDIAN, QUANTILE, "
-            "PERCENTILE_CONT, HISTOGRAM."
+        return name
+
+
+def _count(node: exp.Expr, written: _Written) -> Count | CountColumn | CountUnits:
+    """``COUNT(*)``, ``COUNT(DISTINCT <privacy unit>)`` or ``COUNT(column)``."""
+    arg = node.this
+    if isinstance(arg, exp.Star):
+        return Count(alias=written.alias or "count", text=written.text)
+    if isinstance(arg, exp.Distinct):
+        return _count_units(arg, written)
+    if arg is None:
+        raise QueryError(f"{written.text}: give a column, or * to count rows: COUNT(*).")
+    name = _column_name(arg, written.query)
+    return CountColumn(column=name, alias=written.alias or f"count_{name}", text=written.text)
+
+
+def _count_units(distinct: exp.Distinct, written: _Written) -> CountUnits:
+    """``COUNT(DISTINCT <privacy unit>)``: the only COUNT DISTINCT answered."""
+    text, args = written.text, distinct.expressions
+    if len(args) != 1:
+        raise QueryError(f"{text}: COUNT(DISTINCT ...) takes one column.")
+    name = _column_name(args[0], written.query)
+    unit = written.query.table.unit_column
+    if unit is None:
+        raise QueryError(f"{text}: each row is a privacy unit here; use COUNT(*).")
+    if name != unit:
+        raise QueryError(
+            f"{text}: COUNT(DISTINCT ...) is supported for the privacy unit only ({unit!r}); "
+            f"count distinct values of {name!r} with SELECT {name}, COUNT(*) ... GROUP BY "
+            f"{name} instead."
         )
-    raise _refuse(
-        f"{text!r} is neither a group key nor an aggregate. Released columns are GROUP BY keys "
-        "and aggregates (raw rows and expressions of aggregates are never released: "
-        "post-process the released table instead)."
+    return CountUnits(column=name, alias=written.alias or f"count_distinct_{name}", text=text)
+
+
+def _sum(node: exp.Expr, written: _Written) -> Sum:
+    name = written.numeric_column(node.this)
+    return Sum(column=name, alias=written.alias or f"sum_{name}", text=written.text)
+
+
+def _mean(node: exp.Expr, written: _Written) -> Mean:
+    name = written.numeric_column(node.this)
+    return Mean(column=name, alias=written.alias or f"avg_{name}", text=written.text)
+
+
+def _variance(
+    node: exp.Expr, written: _Written, *, population: bool = False, root: bool = False
+) -> Variance:
+    """``VARIANCE``/``VAR_POP`` or (``root``) ``STDDEV``/``STDDEV_POP``."""
+    name = written.numeric_column(node.this)
+    default = ("stddev" if root else "var") + ("_pop" if population else "") + f"_{name}"
+    return Variance(
+        column=name,
+        alias=written.alias or default,
+        text=written.text,
+        population=population,
+        root=root,
+    )
+
+
+def _quantile(column: str, level: float, written: _Written) -> Quantile:
+    return Quantile(
+        column=column,
+        alias=written.alias or _quantile_name(column, level),
+        text=written.text,
+        level=level,
     )
 
 
@@ -375,19 +327,136 @@ def _quantile_name(column: str, q: float) -> str:
     return f"p{label}_{column}"
 
 
+def _quantile_level(node: exp.Expr | None, text: str) -> float:
+    if node is None:
+        raise QueryError(f"{text}: give the quantile level, e.g. QUANTILE(income, 0.9).")
+    q = _literal_number(node, f"the quantile level of {text}")
+    if not 0.0 <= q <= 1.0:
+        raise QueryError(f"{text}: the quantile level must be in [0, 1], got {q}.")
+    return q
+
+
+def _median(node: exp.Expr, written: _Written) -> Quantile:
+    return _quantile(written.numeric_column(node.this), 0.5, written)
+
+
+def _quantile_call(node: exp.Expr, written: _Written) -> Quantile:
+    """``QUANTILE(column, level)``, ``PERCENTILE_CONT(column, level)`` and the like."""
+    name = written.numeric_column(node.this)
+    level = node.args.get("quantile") or node.args.get("expression")
+    return _quantile(name, _quantile_level(level, written.text), written)
+
+
+def _within_group(node: exp.Expr, written: _Written) -> Quantile:
+    """``PERCENTILE_CONT(level) WITHIN GROUP (ORDER BY column)`` (or PERCENTILE_DISC)."""
+    if not isinstance(node.this, exp.PercentileCont | exp.PercentileDisc):
+        raise _not_an_output(written.text)
+    order = node.expression
+    ordered = order.expressions if isinstance(order, exp.Order) else []
+    if len(ordered) != 1:
+        raise QueryError(f"{written.text}: WITHIN GROUP (ORDER BY <one column>) expected.")
+    name = written.numeric_column(ordered[0].this)
+    return _quantile(name, _quantile_level(node.this.this, written.text), written)
+
+
+def _named_call(node: exp.Expr, written: _Written) -> Quantile | Histogram:
+    """Build ``HISTOGRAM(...)`` or ``QUANTILE(...)``, functions sqlglot does not know by name."""
+    build = _NAMED_CALLS.get(str(node.this).lower())
+    if build is None:
+        raise _not_an_output(written.text)
+    args = node.expressions
+    if not args:
+        raise QueryError(f"{written.text}: give the column.")
+    return build(written.numeric_column(args[0]), args[1:], written)
+
+
+def _named_quantile(column: str, args: Sequence[exp.Expr], written: _Written) -> Quantile:
+    level = _quantile_level(args[0] if args else None, written.text)
+    return _quantile(column, level, written)
+
+
+def _histogram(column: str, args: Sequence[exp.Expr], written: _Written) -> Histogram:
+    """``HISTOGRAM(column [, edges ...])``: the edges given, else the column's declared bins."""
+    edges = _histogram_edges(args, written) if args else written.query.table.column(column).bins
+    if edges is None:
+        raise QueryError(
+            f"{written.text}: declare bins for column {column!r} or give the edges, e.g. "
+            f"HISTOGRAM({column}, 0, 10, 20, 50)."
+        )
+    return Histogram(column=column, alias=written.alias or "count", text=written.text, edges=edges)
+
+
+def _histogram_edges(args: Sequence[exp.Expr], written: _Written) -> tuple[float, ...]:
+    numbers = [_literal_number(a, f"a histogram edge of {written.text}") for a in args]
+    try:
+        return check_bins(numbers, "bins")
+    except InvalidParameterError as error:
+        raise QueryError(f"{written.text}: {error}") from None
+
+
+_NAMED_CALLS: dict[str, Callable[[str, Sequence[exp.Expr], _Written], Quantile | Histogram]] = {
+    "histogram": _histogram,
+    "quantile": _named_quantile,
+}
+
+_BUILDERS: dict[type[exp.Expr], Callable[[exp.Expr, _Written], Aggregate]] = {
+    exp.Count: _count,
+    exp.Sum: _sum,
+    exp.Avg: _mean,
+    exp.Variance: _variance,
+    exp.VariancePop: partial(_variance, population=True),
+    exp.Stddev: partial(_variance, root=True),
+    exp.StddevSamp: partial(_variance, root=True),
+    exp.StddevPop: partial(_variance, population=True, root=True),
+    exp.Median: _median,
+    exp.Quantile: _quantile_call,  # also APPROX_QUANTILE, a subclass
+    exp.PercentileCont: _quantile_call,
+    exp.PercentileDisc: _quantile_call,
+    exp.WithinGroup: _within_group,
+    exp.Anonymous: _named_call,
+}
+"""The builder of each aggregate node type (a subclass uses its nearest listed base)."""
+
+
+def _aggregate(node: exp.Expr, alias: str | None, query: _Context) -> Aggregate:
+    """Build the typed aggregate a SELECT item that is not a group key writes, or refuse it."""
+    written = _Written(_sql(node), alias, query)
+    build = next((_BUILDERS[t] for t in type(node).__mro__ if t in _BUILDERS), None)
+    if build is not None:
+        return build(node, written)
+    if isinstance(node, exp.AggFunc):
+        raise QueryError(
+            f"Aggregate {written.text!r} is not supported; supported: COUNT(*), COUNT(column), "
+            "COUNT(DISTINCT <privacy unit>), SUM, AVG, VARIANCE, STDDEV, MEDIAN, QUANTILE, "
+            "PERCENTILE_CONT, HISTOGRAM."
+        )
+    raise _not_an_output(written.text)
+
+
+def _not_an_output(text: str) -> QueryError:
+    return QueryError(
+        f"{text!r} is neither a group key nor an aggregate. Released columns are GROUP BY keys "
+        "and aggregates (raw rows and expressions of aggregates are never released: "
+        "post-process the released table instead)."
+    )
+
+
+# --- Clauses ----------------------------------------------------------------------------------
+
+
 def _check_where(node: exp.Expr, query: _Context) -> exp.Expr:
     for sub in node.walk():
         if isinstance(sub, exp.AggFunc):
-            raise _refuse(
+            raise QueryError(
                 f"WHERE cannot contain the aggregate {_sql(sub)!r}: it filters rows before "
                 "aggregation (HAVING-like filters on released values are post-processing)."
             )
         if isinstance(sub, exp.Select | exp.Subquery | exp.Query):
-            raise _refuse("Subqueries are not supported in WHERE: filter on declared columns.")
+            raise QueryError("Subqueries are not supported in WHERE: filter on declared columns.")
         if isinstance(sub, exp.Star):
-            raise _refuse("WHERE cannot contain '*'.")
+            raise QueryError("WHERE cannot contain '*'.")
         if not isinstance(sub, _WHERE_NODES):
-            raise _refuse(
+            raise QueryError(
                 f"WHERE uses {_sql(sub)!r} ({type(sub).__name__}), which is not allowed: "
                 "use comparisons, AND/OR/NOT, IN, BETWEEN, LIKE, IS NULL, arithmetic and the "
                 "functions ABS, LOWER, UPPER, LENGTH, COALESCE, SUBSTRING, TRIM, ROUND, FLOOR, "
@@ -403,37 +472,47 @@ def _check_where(node: exp.Expr, query: _Context) -> exp.Expr:
     return node.copy().transform(quote)
 
 
-def _group_keys(select: exp.Select, query: _Context, aliases: dict[str, exp.Expr]) -> list[str]:
+def _group_keys(select: exp.Select, query: _Context) -> list[str]:
     group = select.args.get("group")
     if group is None:
         return []
     if group.args.get("rollup") or group.args.get("cube") or group.args.get("grouping_sets"):
-        raise _refuse("ROLLUP, CUBE and GROUPING SETS are not supported: run one query per level.")
+        raise QueryError(
+            "ROLLUP, CUBE and GROUPING SETS are not supported: run one query per level."
+        )
     keys: list[str] = []
-    items = list(select.expressions)
     for node in group.expressions:
-        target = node
-        position = _position(node, "GROUP BY", len(items))
-        if position is not None:
-            target = items[position - 1]
-            target = target.this if isinstance(target, exp.Alias) else target
-        elif (
-            isinstance(node, exp.Column)
-            and not node.table
-            and node.name in aliases
-            and node.name not in {c.name for c in query.table.columns}
-        ):
-            target = aliases[node.name]
-        name = _column_name(target, query)
+        name = _column_name(_group_target(node, select, query), query)
         if name == query.table.unit_column:
-            raise _refuse(
+            raise QueryError(
                 f"GROUP BY {name!r} would release one group per privacy unit: group by other "
                 "declared columns."
             )
         if name in keys:
-            raise _refuse(f"GROUP BY names {name!r} twice.")
+            raise QueryError(f"GROUP BY names {name!r} twice.")
         keys.append(name)
     return keys
+
+
+def _group_target(node: exp.Expr, select: exp.Select, query: _Context) -> exp.Expr:
+    """Return what a GROUP BY item names: a SELECT position, a SELECT alias, or itself."""
+    items = list(select.expressions)
+    position = _position(node, "GROUP BY", len(items))
+    if position is not None:
+        return _unaliased(items[position - 1])
+    if isinstance(node, exp.Column) and not node.table:
+        aliases = {i.alias: _unaliased(i) for i in items if isinstance(i, exp.Alias)}
+        if node.name in aliases and node.name not in query.table.column_names:
+            return aliases[node.name]
+    return node
+
+
+def _unaliased(item: exp.Expr) -> exp.Expr:
+    """Return a SELECT item without its ``AS`` alias."""
+    if isinstance(item, exp.Alias):
+        inner: exp.Expr = item.this
+        return inner
+    return item
 
 
 _REFUSED_CLAUSES = {
@@ -469,6 +548,39 @@ def parse_query(text: str, tables: Mapping[str, Table]) -> ParsedQuery:
     QueryError
         For anything that is not a supported aggregate query over one declared table.
     """
+    select = _one_select(text)
+    _refuse_clauses(select)
+    query = _source(select, tables)
+    _refuse_nested(select)
+    keys = _group_keys(select, query)
+    selected = _select_list(select, query, keys)
+    aggregates = selected.aggregates
+    if not aggregates:
+        raise QueryError(
+            "The query has no aggregate: the curator releases aggregates (COUNT, SUM, AVG ...)."
+        )
+    histogram = _histogram_of(aggregates)
+    if histogram is not None and len(aggregates) > 1:
+        raise QueryError("HISTOGRAM must be the only aggregate of its query.")
+    key_names = selected.key_names
+    _check_released_names([key_names[k] for k in keys], aggregates, histogram)
+    names = [key_names[n] if kind == "key" else n for kind, n in selected.outputs]
+    where = select.args.get("where")
+    return ParsedQuery(
+        text=text,
+        table=query.table,
+        where=_check_where(where.this, query) if where is not None else None,
+        group_by=tuple(keys),
+        aggregates=tuple(aggregates),
+        outputs=tuple(selected.outputs),
+        key_names=key_names,
+        order_by=_order_by(select, names, {*names, *key_names.values()}),
+        limit=_limit(select),
+    )
+
+
+def _one_select(text: str) -> exp.Select:
+    """Parse ``text`` into its one SELECT statement, or refuse it."""
     if not isinstance(text, str):
         raise InvalidParameterError("query", text, "must be an SQL string")
     if not text.strip():
@@ -482,6 +594,11 @@ def parse_query(text: str, tables: Mapping[str, Table]) -> ParsedQuery:
             f"Only SELECT aggregate queries are answered, got a {type(select).__name__.upper()} "
             "statement."
         )
+    return select
+
+
+def _refuse_clauses(select: exp.Select) -> None:
+    """Refuse joins, HAVING, windows, CTEs, SELECT DISTINCT and the other unanswered clauses."""
     for clause, message in _REFUSED_CLAUSES.items():
         if select.args.get(clause) or select.args.get(f"{clause}_"):
             raise QueryError(message)
@@ -489,30 +606,36 @@ def parse_query(text: str, tables: Mapping[str, Table]) -> ParsedQuery:
         raise QueryError(
             "SELECT DISTINCT would release raw values: use GROUP BY with an aggregate."
         )
+
+
+def _source(select: exp.Select, tables: Mapping[str, Table]) -> _Context:
+    """Return the declared table FROM names, with the names that may qualify its columns."""
     source = select.args.get("from_") or select.args.get("from")
     if source is None:
         raise QueryError("The query has no FROM clause: name a declared table.")
-    if source.expressions if hasattr(source, "expressions") else False:
+    if source.expressions:
         raise QueryError("Give one table in FROM.")
-    table_node = source.this
-    if not isinstance(table_node, exp.Table) or not isinstance(table_node.this, exp.Identifier):
+    node = source.this
+    if not isinstance(node, exp.Table) or not isinstance(node.this, exp.Identifier):
         raise QueryError(
             "FROM must name one declared table (subqueries, table functions and joins are not "
             "supported)."
         )
-    if table_node.args.get("db") or table_node.args.get("catalog"):
-        raise QueryError(f"FROM {_sql(table_node)!r}: name the declared table without a schema.")
+    if node.args.get("db") or node.args.get("catalog"):
+        raise QueryError(f"FROM {_sql(node)!r}: name the declared table without a schema.")
     by_name = {name.lower(): table for name, table in tables.items()}
-    table = by_name.get(table_node.name.lower())
+    table = by_name.get(node.name.lower())
     if table is None:
         raise QueryError(
-            f"Table {table_node.name!r} is not declared in this session; declared: "
+            f"Table {node.name!r} is not declared in this session; declared: "
             f"{', '.join(sorted(tables))}."
         )
-    qualifiers = {table.name.lower(), table_node.name.lower()}
-    if table_node.alias:
-        qualifiers.add(table_node.alias.lower())
-    query = _Context(table, qualifiers)
+    qualifiers = {table.name, node.name, node.alias} - {""}
+    return _Context(table, frozenset(q.lower() for q in qualifiers))
+
+
+def _refuse_nested(select: exp.Select) -> None:
+    """Refuse subqueries, set operations, table samples and windows anywhere in the query."""
     for node in select.walk():
         if node is not select and isinstance(node, exp.Select | exp.Subquery | exp.SetOperation):
             raise QueryError("Subqueries and set operations are not supported.")
@@ -524,50 +647,56 @@ def parse_query(text: str, tables: Mapping[str, Table]) -> ParsedQuery:
         if isinstance(node, exp.Window):
             raise QueryError("Window functions are not supported.")
 
-    aliases = {item.alias: item.this for item in select.expressions if isinstance(item, exp.Alias)}
-    keys = _group_keys(select, query, aliases)
-    aggregates: list[Aggregate] = []
-    outputs: list[tuple[str, str]] = []
-    key_names: dict[str, str] = {}
+
+@dataclass
+class _SelectList:
+    """The SELECT items: aggregates, released columns in order, each group key's output name."""
+
+    aggregates: list[Aggregate] = field(default_factory=list)
+    outputs: list[tuple[str, str]] = field(default_factory=list)
+    key_names: dict[str, str] = field(default_factory=dict)
+
+
+def _select_list(select: exp.Select, query: _Context, keys: Sequence[str]) -> _SelectList:
+    selected = _SelectList()
     for item in select.expressions:
         alias = item.alias if isinstance(item, exp.Alias) else None
-        node = item.this if isinstance(item, exp.Alias) else item
-        if isinstance(node, exp.Star) or (isinstance(node, exp.Column) and node.is_star):
-            raise QueryError(
-                "SELECT * would release raw rows: the curator answers aggregates only, e.g. "
-                f"SELECT COUNT(*) FROM {table.name}."
-            )
-        if isinstance(node, exp.Column):
-            name = _column_name(node, query)
-            if name not in keys:
-                raise QueryError(
-                    f"Column {name!r} is selected but is not a GROUP BY key: raw values are "
-                    f"never released; add GROUP BY {name} or aggregate it."
-                )
-            key_names[name] = alias or name
-            outputs.append(("key", name))
-            continue
-        agg = _aggregate(node, alias, query)
-        aggregates.append(agg)
-        outputs.append(("agg", agg.alias))
-    if not aggregates:
-        raise QueryError(
-            "The query has no aggregate: the curator releases aggregates (COUNT, SUM, AVG ...)."
-        )
-    histograms = [a for a in aggregates if a.function == "histogram"]
-    if histograms and len(aggregates) > 1:
-        raise QueryError("HISTOGRAM must be the only aggregate of its query.")
+        node = _unaliased(item)
+        if isinstance(node, exp.Star | exp.Column):
+            name = _selected_key(node, query, keys)
+            selected.key_names[name] = alias or name
+            selected.outputs.append(("key", name))
+        else:
+            agg = _aggregate(node, alias, query)
+            selected.aggregates.append(agg)
+            selected.outputs.append(("agg", agg.alias))
     for key in keys:
-        key_names.setdefault(key, key)
-    names = [key_names[n] if kind == "key" else n for kind, n in outputs]
-    extra_keys = [
-        key_names[k] for k in keys if k not in {n for kind, n in outputs if kind == "key"}
-    ]
-    all_names = names + extra_keys
+        selected.key_names.setdefault(key, key)
+    return selected
+
+
+def _selected_key(node: exp.Star | exp.Column, query: _Context, keys: Sequence[str]) -> str:
+    """Return the group key a selected column names (raw values and ``*`` are never released)."""
+    if isinstance(node, exp.Star) or node.is_star:
+        raise QueryError(
+            "SELECT * would release raw rows: the curator answers aggregates only, e.g. "
+            f"SELECT COUNT(*) FROM {query.table.name}."
+        )
+    name = _column_name(node, query)
+    if name not in keys:
+        raise QueryError(
+            f"Column {name!r} is selected but is not a GROUP BY key: raw values are "
+            f"never released; add GROUP BY {name} or aggregate it."
+        )
+    return name
+
+
+def _check_released_names(
+    keys: Sequence[str], aggregates: Sequence[Aggregate], histogram: Histogram | None
+) -> None:
+    """Refuse output names that would repeat (case-insensitively) in the released table."""
     released = output_columns(
-        [key_names[k] for k in keys],
-        [a.alias for a in aggregates],
-        histograms[0].column if histograms else None,
+        keys, [a.alias for a in aggregates], histogram.column if histogram else None
     )
     repeated = sorted({n.lower() for n in released if _count_folded(released, n) > 1})
     if repeated:
@@ -576,21 +705,6 @@ def parse_query(text: str, tables: Mapping[str, Table]) -> ParsedQuery:
             "released table (each aggregate also releases <name>_std, <name>_ci_low and "
             "<name>_ci_high): give other aliases with AS."
         )
-    where = select.args.get("where")
-    where_expr = _check_where(where.this, query) if where is not None else None
-    order = _order_by(select, all_names, names)
-    limit = _limit(select)
-    return ParsedQuery(
-        text=text,
-        table=table,
-        where=where_expr,
-        group_by=tuple(keys),
-        aggregates=tuple(aggregates),
-        outputs=tuple(outputs),
-        key_names=key_names,
-        order_by=order,
-        limit=limit,
-    )
 
 
 def output_columns(keys: Sequence[str], aliases: Sequence[str], histogram: str | None) -> list[str]:
@@ -676,8 +790,12 @@ def _check_tree(root: exp.Expr) -> None:
 
 
 def _order_by(
-    select: exp.Select, all_names: list[str], names: list[str]
+    select: exp.Select, names: Sequence[str], orderable: Set[str]
 ) -> tuple[tuple[str, bool], ...]:
+    """Output columns to sort the released table by: SELECT positions or output names.
+
+    ``names`` are the SELECT items' output names; ``orderable`` adds unselected group keys.
+    """
     order = select.args.get("order")
     if order is None:
         return ()
@@ -687,7 +805,7 @@ def _order_by(
         position = _position(node, "ORDER BY", len(names))
         if position is not None:
             name = names[position - 1]
-        elif isinstance(node, exp.Column) and not node.table and node.name in all_names:
+        elif isinstance(node, exp.Column) and not node.table and node.name in orderable:
             name = node.name
         else:
             raise QueryError(

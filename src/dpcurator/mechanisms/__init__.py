@@ -6,7 +6,8 @@
   :func:`estimate_proportion` (:class:`ProportionEstimate`), :func:`estimate_frequencies`
   (:class:`FrequencyEstimate`), and :func:`posterior_probability`.
 - Additive noise, exact and on a public grid (no floating-point noise anywhere):
-  :func:`laplace_mechanism` and :func:`geometric_mechanism` (pure DP),
+  :func:`laplace_mechanism` and :func:`geometric_mechanism` (pure DP; :func:`geometric_event`
+  gives its privacy event without running it),
   :func:`gaussian_mechanism` and :func:`discrete_gaussian_mechanism` ((epsilon, delta), zCDP).
 - Selection: :func:`exponential_mechanism`, :func:`report_noisy_max` (permute-and-flip),
   :func:`selection_error_bound`.
@@ -32,7 +33,7 @@ from dpcurator.mechanisms._exponential import (
     selection_error_bound,
 )
 from dpcurator.mechanisms._gaussian import discrete_gaussian_mechanism, gaussian_mechanism
-from dpcurator.mechanisms._laplace import geometric_mechanism, laplace_mechanism
+from dpcurator.mechanisms._laplace import geometric_event, geometric_mechanism, laplace_mechanism
 from dpcurator.mechanisms._randomized_response import (
     FrequencyEstimate,
     ProportionEstimate,
@@ -66,6 +67,7 @@ __all__ = [
     "estimate_proportion",
     "exponential_mechanism",
     "gaussian_mechanism",
+    "geometric_event",
     "geometric_mechanism",
     "histogram_sensitivity",
     "laplace_mechanism",

@@ -45,7 +45,7 @@ from dpcurator.mechanisms._common import (
 from dpcurator.mechanisms._release import ErrorModel, Release
 from dpcurator.noise import RandomSource, discrete_laplace, resolve_source
 
-__all__ = ["geometric_mechanism", "laplace_mechanism"]
+__all__ = ["geometric_event", "geometric_mechanism", "laplace_mechanism"]
 
 
 def _check_noise_units(scale: float, grid_bits: int) -> None:
@@ -222,16 +222,37 @@ def geometric_mechanism(
     >>> isinstance(release.value, int), release.event
     (True, DiscreteLaplaceEvent(scale=2.0, sensitivity=1))
     """
+    event = geometric_event(epsilon=epsilon, sensitivity=sensitivity)
+    values, scalar = as_int_array(value)
+    scale = event.scale
+    noise = discrete_laplace(scale, int(values.size), source=resolve_source(source))
+    released = values + np.asarray(noise, dtype=np.int64).reshape(values.shape)
+    error = ErrorModel("discrete_laplace", noise_scale=scale, center=released.astype(np.float64))
+    return Release(unpack_int(released, scalar), event, error)
+
+
+def geometric_event(*, epsilon: float, sensitivity: int = 1) -> DiscreteLaplaceEvent:
+    """Return the privacy event of :func:`geometric_mechanism` for these parameters.
+
+    The same event the mechanism reports (its scale is the smallest float ``t >= Delta /
+    epsilon`` with ``Delta / t <= epsilon``), known without running it: planners charge it
+    before reading data.
+
+    Raises
+    ------
+    InvalidParameterError
+        For an epsilon or sensitivity the mechanism refuses (a scale above ``2**38``).
+
+    Examples
+    --------
+    >>> geometric_event(epsilon=0.5, sensitivity=3)
+    DiscreteLaplaceEvent(scale=6.0, sensitivity=3)
+    """
     eps = check_epsilon(epsilon)
     sens = check_integer(sensitivity, "sensitivity", minimum=1)
-    values, scalar = as_int_array(value)
     scale = scale_at_least(sens, eps)
     if scale > MAX_NOISE_UNITS:
         raise InvalidParameterError(
             "epsilon", epsilon, f"is too small for sensitivity {sens} (scale above 2**38)"
         )
-    noise = discrete_laplace(scale, int(values.size), source=resolve_source(source))
-    released = values + np.asarray(noise, dtype=np.int64).reshape(values.shape)
-    error = ErrorModel("discrete_laplace", noise_scale=scale, center=released.astype(np.float64))
-    event = DiscreteLaplaceEvent(scale=scale, sensitivity=sens)
-    return Release(unpack_int(released, scalar), event, error)
+    return DiscreteLaplaceEvent(scale=scale, sensitivity=sens)

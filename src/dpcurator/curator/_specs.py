@@ -1,0 +1,145 @@
+"""The parts of a plan: keys, clamped values, contribution bounds and noisy measurements."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from dpcurator.curator._measures import Measure
+from dpcurator.noise import FixedPointRange
+
+__all__ = ["Contribution", "KeySpec", "Measurement", "ValueSpec"]
+
+
+@dataclass(frozen=True)
+class KeySpec:
+    """A group key of the plan: its column, SQL alias and public domain (None: selected).
+
+    A histogram's bins are a key too (``labels`` name them; ``edges`` bound them).
+    """
+
+    column: str
+    alias: str
+    domain: tuple[Any, ...] | None
+    labels: tuple[str, ...] | None = None
+    edges: tuple[float, ...] | None = None
+
+    @property
+    def is_bin(self) -> bool:
+        """True for a histogram's bins."""
+        return self.edges is not None
+
+
+@dataclass(frozen=True)
+class ValueSpec:
+    """A numeric column the plan aggregates, clamped into its declared range (held exactly).
+
+    Sensitivities and fixed-point grids come from :attr:`range`; the float views (``lower``,
+    ``mid`` ...) serve the SQL's clamps and the post-processing only.
+    """
+
+    column: str
+    alias: str
+    range: FixedPointRange
+    nullable: bool
+
+    @property
+    def lower(self) -> float:
+        """The lower bound (a float, as declared)."""
+        return self.range.lower_float
+
+    @property
+    def upper(self) -> float:
+        """The upper bound (a float, as declared)."""
+        return self.range.upper_float
+
+    @property
+    def mid(self) -> float:
+        """The float nearest the midpoint: for post-processing only, never for sensitivity."""
+        return self.range.mid_float
+
+    @property
+    def half(self) -> float:
+        """The float nearest the half-width (post-processing only)."""
+        return self.range.half_float
+
+    @property
+    def magnitude(self) -> float:
+        """``max(|L|, |U|)`` as the nearest float (post-processing only)."""
+        return self.range.magnitude_float
+
+
+@dataclass(frozen=True)
+class Contribution:
+    """How much one privacy unit may contribute after bounding.
+
+    Attributes
+    ----------
+    rows : int
+        ``k``: rows per unit in total.
+    groups : int
+        ``g'``: groups of the declared keys a unit touches.
+    per_group : int
+        ``c``: rows per unit and group.
+    cells : int
+        Group-and-bin cells a unit touches.
+    """
+
+    rows: int
+    groups: int
+    per_group: int
+    cells: int
+
+    @property
+    def rows_l1(self) -> int:
+        """Largest L1 change of the vector of per-group row counts."""
+        return min(self.rows, self.groups * self.per_group)
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One noisy measurement of a query: what it measures and its share of the budget.
+
+    Attributes
+    ----------
+    name : str
+        What is measured, e.g. ``"COUNT(*)"`` or ``"SUM(income - 100000)"``.
+    kind : str
+        ``count``, ``count_distinct``, ``count_column``, ``sum``, ``centered_sum``,
+        ``centered_squares``, ``quantile`` or ``selection``.
+    column : str or None
+        The column measured.
+    mechanism : str
+        ``geometric`` (two-sided geometric on exact integers), ``exponential`` or
+        ``geometric threshold`` (partition selection).
+    epsilon, delta : float
+        Its share of the query's budget.
+    sensitivity : float
+        L1 sensitivity of the measured vector in the column's units (utility sensitivity per
+        group for the exponential mechanism; L1 of the distinct-unit counts for selection).
+    scale : float
+        Noise scale in the column's units (NaN for the exponential mechanism).
+    measure : Measure
+        The measure, typed (see :mod:`dpcurator.curator._measures`).
+    units : int
+        The L1 sensitivity in grid units of the measured integers.
+    unit_value : float
+        The value of one grid unit in the column's units.
+    result : str
+        The name of the measured column in the engine's result.
+    """
+
+    name: str
+    kind: str
+    column: str | None
+    mechanism: str
+    epsilon: float
+    delta: float
+    sensitivity: float
+    scale: float
+    measure: Measure = field(repr=False, compare=False)
+    units: int = field(default=1, repr=False)
+    unit_value: float = field(default=1.0, repr=False)
+    quantile: float | None = field(default=None, repr=False)
+    bits: int = field(default=0, repr=False)
+    result: str = field(default="", repr=False)
