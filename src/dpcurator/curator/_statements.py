@@ -137,25 +137,56 @@ def _missing(name: str) -> exp.Expr:
     )
 
 
-def _text(value: exp.Expr, *, exact: bool = False) -> exp.Expr:
-    """Return a column's text for hashing (doubles via a decimal: every engine writes it alike)."""
-    if exact:
-        value = exp.cast(value, exp.DataType.build("DECIMAL(38, 6)"))
-    return exp.cast(value, exp.DataType.build("VARCHAR"))
-
-
-def _hash(parts: Sequence[exp.Expr]) -> exp.Expr:
-    """MD5 of the parts' text joined by a separator (NULL parts skipped on every engine)."""
-    joined = exp.Anonymous(this="CONCAT_WS", expressions=[exp.Literal.string("|"), *parts])
+def _key_hash(aliases: Sequence[str]) -> exp.Expr:
+    """MD5 of the group key's text (NULL parts skipped on every engine): ranks a unit's groups."""
+    texts = [exp.cast(_ref(a), exp.DataType.build("VARCHAR")) for a in aliases]
+    joined = exp.Anonymous(this="CONCAT_WS", expressions=[exp.Literal.string("|"), *texts])
     return exp.func("MD5", joined)
+
+
+_MIX_PRIME = 2147483647
+_MIX_FACTOR = 1000003
+_MIX_STEPS = 1 << 20
+
+
+def _row_mix(values: Sequence[ValueSpec], others: Sequence[exp.Expr]) -> exp.Expr | None:
+    """Return a pseudo-random integer of a row's aggregated content, the same on every engine.
+
+    Integer arithmetic only (``h = (h * 1000003 + v) mod (2**31 - 1)`` over the row's parts):
+    each clamped value's step among ``2**20`` of its range (``FLOOR`` of an IEEE product, exact
+    on every engine; NULL is -1), then ``others`` (a histogram's bin, NULL flags). Rows that
+    tie have the same parts; the row's columns then order them.
+    """
+    parts: list[exp.Expr] = []
+    for v in values:
+        scale = _number(float(_MIX_STEPS / v.range.width))
+        offset = exp.paren(exp.Sub(this=_ref(v.alias), expression=_number(v.lower)))
+        step = exp.func("FLOOR", exp.Mul(this=offset, expression=scale))
+        parts.append(
+            exp.func("COALESCE", exp.cast(step, exp.DataType.build("BIGINT")), _integer(-1))
+        )
+    parts += others
+    if not parts:
+        return None
+    mixed: exp.Expr = _integer(0)
+    for part in parts:
+        scaled = exp.Mul(this=exp.paren(mixed), expression=_integer(_MIX_FACTOR))
+        mixed = exp.Mod(
+            this=exp.paren(exp.Add(this=scaled, expression=part)), expression=_integer(_MIX_PRIME)
+        )
+    return mixed
 
 
 def _window_filter(
     columns: Sequence[str], source: str, window: exp.Window, limit: int
 ) -> exp.Select:
-    """``SELECT columns FROM source`` keeping rows whose window rank is at most ``limit``."""
-    ranked = exp.select(*columns, exp.alias_(window, "__r")).from_(source)
-    return exp.select(*columns).from_(ranked.subquery("__ranked")).where(f"__r <= {limit}")
+    """``SELECT columns FROM source`` keeping rows whose window rank is at most ``limit``.
+
+    Written with QUALIFY (DuckDB runs it fastest); sqlglot rewrites it into a filtered
+    subquery for engines without QUALIFY (Spark).
+    """
+    kept = exp.LTE(this=window, expression=_integer(limit))
+    return exp.select(*columns).from_(source).qualify(kept)
 
 
 def _ordered(*items: exp.Expr) -> exp.Order:
@@ -314,17 +345,20 @@ def _bounding(
     k, g, c = contribution.rows, contribution.groups, contribution.per_group
     columns = rows.names
     grouped = _grouped(keys)
-    doubles = {v.alias for v in values}
-    texts = [_text(_ref(name), exact=name in doubles) for name in columns]
-    row_order = _ordered(_hash(texts), *[_ref(n) for n in columns])
+    others: list[exp.Expr] = [_ref(k.alias) for k in keys if k.is_bin]
+    others += [
+        exp.Case().when(_ref(name).is_(exp.null()), _integer(1)).else_(_integer(0))
+        for name in columns
+        if name.startswith("__cc")
+    ]
+    mix = _row_mix(values, others)
+    row_order = _ordered(*([] if mix is None else [mix]), *[_ref(n) for n in columns])
     steps: list[tuple[str, exp.Select]] = []
     heavy = exp.select(*columns).from_("__rows").join(OVER, using=[UNIT], join_type="SEMI")
     steps.append(("__heavy", heavy))
     current = "__heavy"
     if grouped and g < k:
-        group_order = _ordered(_hash([_text(_ref(a)) for a in grouped]), *map(_ref, grouped))
-        rank = exp.Window(this=exp.func("DENSE_RANK"), partition_by=[_ref(UNIT)], order=group_order)
-        steps.append(("__groups", _window_filter(columns, current, rank, g)))
+        steps += _group_limit(columns, grouped, g)
         current = "__groups"
     if grouped and c < k:
         partition = [_ref(UNIT), *map(_ref, grouped)]
@@ -337,6 +371,31 @@ def _bounding(
     bounded = exp.union(light, exp.select(*columns).from_("__truncated"), distinct=False)
     steps.append(("__bounded", exp.select(*columns).from_(bounded.subquery("__all_rows"))))
     return steps
+
+
+def _group_limit(
+    columns: Sequence[str], grouped: Sequence[str], limit: int
+) -> list[tuple[str, exp.Select]]:
+    """Keep each heavy unit's ``limit`` groups of smallest key hash (ties: the keys' order).
+
+    The groups are ranked once per (unit, group) pair, not per row (MD5 per row is the costly
+    part); rows are then kept by a join on the unit and the key, NULL keys matching NULL keys.
+    """
+    pairs = exp.select(UNIT, *grouped, exp.alias_(_key_hash(grouped), "__h")).from_("__heavy")
+    pairs = pairs.group_by(UNIT, *grouped)
+    order = _ordered(_ref("__h"), *map(_ref, grouped))
+    rank = exp.Window(this=exp.func("DENSE_RANK"), partition_by=[_ref(UNIT)], order=order)
+    chosen = _window_filter([UNIT, *grouped], "__pairs", rank, limit)
+    # An equi-join on the unit, then the keys compared NULL-safely: the chosen pairs are
+    # distinct, so each row matches at most once (a NULL-safe join key is slow in DuckDB).
+    same = exp.EQ(this=exp.column(UNIT, "__heavy"), expression=exp.column(UNIT, "__chosen"))
+    keys = [
+        exp.NullSafeEQ(this=exp.column(a, "__heavy"), expression=exp.column(a, "__chosen"))
+        for a in grouped
+    ]
+    kept = exp.select(*[exp.column(c, "__heavy") for c in columns]).from_("__heavy")
+    kept = kept.join("__chosen", on=same).where(exp.and_(*keys))
+    return [("__pairs", pairs), ("__chosen", chosen), ("__groups", kept)]
 
 
 # -- the measures --------------------------------------------------------------------------------
