@@ -107,3 +107,32 @@ def test_the_cache_is_per_key_columns_and_bounds(people: pd.DataFrame, tmp_path:
     exact_aggregates(session, "SELECT state, COUNT(*) FROM people GROUP BY state")
     exact_aggregates(session, "SELECT state, COUNT(*) FROM people WHERE age > 3 GROUP BY state")
     assert len(session._over) == 2  # no group key, and `state`
+
+
+def test_two_sessions_on_one_connection_keep_their_caches_apart(
+    people: pd.DataFrame, tmp_path: Path
+) -> None:
+    import duckdb
+
+    from dpcurator.accounting import Budget
+    from dpcurator.curator import Column, Table
+
+    path = tmp_path / "people.parquet"
+    _heavy_unit_frame(people, 30).to_parquet(path)
+    connection = duckdb.connect()
+    connection.execute(f"CREATE TABLE people AS SELECT * FROM '{path}'")
+    columns = [Column("state", domain=["CA", "NY", "TX", "WA"]), Column("income", lower=0, upper=1)]
+    table = Table("people", str(path), privacy_unit="pid", max_rows_per_unit=3, columns=columns)
+    sessions = [
+        Session(table, Budget(10.0), ledger=":memory:", connection=connection) for _ in range(2)
+    ]
+    for session in sessions:
+        session.sql("SELECT state, COUNT(*) FROM people GROUP BY state", epsilon=1.0)
+    sessions[0].close()
+    sessions[1].sql("SELECT state, COUNT(*) FROM people GROUP BY state", epsilon=1.0)
+    sessions[1].close()
+    tables = connection.execute("SELECT COUNT(*) FROM duckdb_tables() WHERE temporary")
+    views = connection.execute(
+        "SELECT COUNT(*) FROM duckdb_views() WHERE temporary AND NOT internal"
+    )
+    assert tables.fetchall() == [(0,)] and views.fetchall() == [(0,)]  # each dropped its own

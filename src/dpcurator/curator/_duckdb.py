@@ -102,6 +102,7 @@ class DuckDBEngine:
         self._relations: dict[str, exp.Table] = {}
         self._versions: dict[str, Hashable | None] = {}
         self._counter = itertools.count()
+        self._drops: list[str] = []  # what close() undoes in a connection it does not own
         self._connection, self._owns_connection = self._connect(connection, declared.values())
         try:
             for table in declared.values():
@@ -156,7 +157,7 @@ class DuckDBEngine:
 
     def _register(self, table: Table) -> exp.Table:
         source = table.source
-        name = f"__dpcurator_{table.name}"
+        name = f"__dpcurator_{id(self):x}_{table.name}"
         view = exp.to_table(quote(name), dialect="duckdb")
         conn = self._connection
         if isinstance(source, duckdb.DuckDBPyConnection):
@@ -167,6 +168,7 @@ class DuckDBEngine:
             return exp.to_table(table.source_table, dialect="duckdb")
         if isinstance(source, pd.DataFrame | pa.Table):
             conn.register(name, source)
+            self._drops.append(f"DROP VIEW IF EXISTS {view.sql(dialect='duckdb')}")
             return view
         if not isinstance(source, str | os.PathLike):
             raise InvalidParameterError(
@@ -179,6 +181,7 @@ class DuckDBEngine:
             raise InvalidParameterError("source", path, "does not exist")
         reader = self._reader(table, path)
         conn.execute(f"CREATE TEMP VIEW {view.sql(dialect='duckdb')} AS SELECT * FROM {reader}")
+        self._drops.append(f"DROP VIEW IF EXISTS {view.sql(dialect='duckdb')}")
         return view
 
     def _reader(self, table: Table, path: str) -> str:
@@ -193,8 +196,9 @@ class DuckDBEngine:
                 raise InvalidParameterError(
                     "source_table", None, f"must name the table of {table.name!r} in {path}"
                 )
-            alias = quote(f"__dpcurator_db_{table.name}")
+            alias = quote(f"__dpcurator_db_{id(self):x}_{table.name}")
             self._connection.execute(f"ATTACH {literal} AS {alias} (READ_ONLY)")
+            self._drops.append(f"DETACH DATABASE IF EXISTS {alias}")
             inner = exp.to_table(table.source_table, dialect="duckdb")
             return f"{alias}.{inner.sql(dialect='duckdb')}"
         raise InvalidParameterError(
@@ -313,9 +317,11 @@ class DuckDBEngine:
     def materialize(self, statement: exp.Query, table: str) -> exp.Table:
         """Run ``statement`` into a temporary table of the connection; return its name."""
         sql = self.render(statement, table)
-        name = exp.to_table(quote(f"__dpcurator_cache_{next(self._counter)}"), dialect="duckdb")
+        label = f"__dpcurator_cache_{id(self):x}_{next(self._counter)}"
+        name = exp.to_table(quote(label), dialect="duckdb")
         with self._lock:
             self._connection.execute(f"CREATE TEMP TABLE {name.sql(dialect='duckdb')} AS {sql}")
+            self._drops.append(f"DROP TABLE IF EXISTS {name.sql(dialect='duckdb')}")
         return name
 
     def exact(self, table: str, sql: str) -> dict[str, np.ndarray[Any, Any]]:
@@ -341,10 +347,13 @@ class DuckDBEngine:
             return dict(result.fetchnumpy())
 
     def close(self) -> None:
-        """Close the connection if the engine opened it (idempotent)."""
+        """Close the connection if the engine opened it, else drop what it made in it."""
         with self._lock:
             if self._owns_connection:
                 self._connection.close()
+                return
+            while self._drops:
+                self._connection.execute(self._drops.pop())
 
     def __enter__(self) -> Self:
         return self
