@@ -131,8 +131,8 @@ def test_two_sessions_on_one_connection_keep_their_caches_apart(
     sessions[0].close()
     sessions[1].sql("SELECT state, COUNT(*) FROM people GROUP BY state", epsilon=1.0)
     sessions[1].close()
-    tables = connection.execute("SELECT COUNT(*) FROM duckdb_tables() WHERE temporary")
+    tables = connection.execute("SELECT COUNT(*) FROM duckdb_tables() WHERE temporary").fetchall()
     views = connection.execute(
         "SELECT COUNT(*) FROM duckdb_views() WHERE temporary AND NOT internal"
-    )
-    assert tables.fetchall() == [(0,)] and views.fetchall() == [(0,)]  # each dropped its own
+    ).fetchall()
+    assert tables == [(0,)] and views == [(0,)]  # each session dropped its own
