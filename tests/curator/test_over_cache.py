@@ -136,3 +136,22 @@ def test_two_sessions_on_one_connection_keep_their_caches_apart(
         "SELECT COUNT(*) FROM duckdb_views() WHERE temporary AND NOT internal"
     ).fetchall()
     assert tables == [(0,)] and views == [(0,)]  # each session dropped its own
+
+
+@pytest.mark.parametrize("declaration", DECLARATIONS)
+@pytest.mark.parametrize("query", FILTERED)
+def test_every_step_a_statement_reads_exists(query: str, declaration: dict[str, Any]) -> None:
+    """Every table a statement reads is one of its steps or the source, with or without the
+    bounding steps (Spark refuses a statement whose unused step reads a missing one)."""
+    from sqlglot import exp
+
+    from dpcurator.curator._statements import with_over, without_heavy
+
+    session = open_session(people_table(_heavy_unit_frame(pd.DataFrame(), 0), **declaration))
+    plan = session.plan(query, epsilon=1.0)
+    cache = exp.to_table("cache")
+    for main in plan.statements.all:
+        for statement in (main, without_heavy(main), with_over(main, cache)):
+            steps = {cte.alias for cte in statement.find_all(exp.CTE)}
+            read = {t.name for t in statement.find_all(exp.Table)}
+            assert read <= steps | {"__source", "cache"}, read - steps

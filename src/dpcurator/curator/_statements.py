@@ -551,7 +551,9 @@ def with_over(statement: exp.Query, units: exp.Table) -> exp.Query:
     return out
 
 
-_BOUNDING_STEPS = frozenset({OVER, "__heavy", "__groups", "__per_group", "__truncated"})
+_BOUNDING_STEPS = frozenset(
+    {OVER, "__heavy", "__pairs", "__chosen", "__groups", "__per_group", "__truncated"}
+)
 
 
 def without_heavy(statement: exp.Query) -> exp.Query:
