@@ -430,7 +430,9 @@ class SparkEngine:
                 "source", type(source).__name__, f"cannot be read: {_first_line(error)}"
             ) from None
         schema = types.from_arrow_schema(arrow.schema)
-        frame = arrow.to_pandas(types_mapper=pd.ArrowDtype)
+        # One chunk per column: pyspark cannot convert a column held in several Arrow chunks
+        # (e.g. a pandas frame made by pd.concat).
+        frame = arrow.combine_chunks().to_pandas(types_mapper=pd.ArrowDtype)
         out: DataFrame = self._spark.createDataFrame(frame, schema=schema)
         return out
 
