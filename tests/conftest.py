@@ -31,6 +31,9 @@ SPARK_TEST_CONF = {
     "spark.driver.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
     "spark.sql.shuffle.partitions": "1",
     "spark.default.parallelism": "2",
+    # Adaptive execution re-plans each query at run time: about a third of a small query's
+    # time here, and results do not depend on the physical plan.
+    "spark.sql.adaptive.enabled": "false",
 }
 
 

@@ -4,6 +4,12 @@ For each aggregate and each declaration (rows per unit, groups per unit, rows pe
 row a unit) a unit is removed from a table and the exact bounded aggregates the plan measures are
 compared: the L1 change of every measured vector stays within the measurement's declared
 sensitivity (in its integer units), however many rows the unit had.
+
+The tests that read exact aggregates run on both engines (``engine_kind``: DuckDB, then a local
+Spark). A Spark query costs a second or more, so the heavy-unit check runs every query on Spark
+under one declaration, where every bound is below the unit's rows (``SPARK_DECLARATION``;
+``test_engines_agree.py`` compares every declaration's aggregates on both engines), and the
+property test runs on DuckDB, with a fixed case on both.
 """
 
 from __future__ import annotations
@@ -20,7 +26,14 @@ from dpcurator import InvalidParameterError
 from dpcurator.curator import Column, Plan
 from dpcurator.curator._measure import Exact
 from dpcurator.curator._measures import ColumnCount, RowCount, UnitCount
-from tests.curator.conftest import STATES, exact_aggregates, open_session, people_table
+from tests.curator.conftest import (
+    ENGINES,
+    STATES,
+    EngineKind,
+    exact_aggregates,
+    open_session,
+    people_table,
+)
 
 QUERIES = [
     "SELECT COUNT(*) FROM people",
@@ -36,6 +49,15 @@ DECLARATIONS: list[dict[str, Any]] = [
     {"max_rows_per_unit": 5, "max_groups_per_unit": 2},
     {"max_rows_per_unit": 6, "max_groups_per_unit": 3, "max_rows_per_group": 2},
     {"max_rows_per_unit": 4, "max_groups_per_unit": 4, "max_rows_per_group": 1},
+]
+SPARK_DECLARATION = DECLARATIONS[3]
+"""The declaration the heavy-unit check also runs on Spark: rows, groups and rows per group."""
+HEAVY_CASES = [
+    pytest.param(query, declaration, kind, id=f"{kind}-{d}-{q}")
+    for kind in ENGINES
+    for d, declaration in enumerate(DECLARATIONS)
+    for q, query in enumerate(QUERIES)
+    if kind == "duckdb" or declaration == SPARK_DECLARATION
 ]
 
 
@@ -78,14 +100,15 @@ def _heavy_unit_frame(base: pd.DataFrame, rows: int) -> pd.DataFrame:
     return pd.concat([base, heavy], ignore_index=True)
 
 
-@pytest.mark.parametrize("declaration", DECLARATIONS)
-@pytest.mark.parametrize("query", QUERIES)
+@pytest.mark.parametrize(
+    ("query", "declaration", "engine_kind"), HEAVY_CASES, indirect=["engine_kind"]
+)
 def test_removing_a_heavy_unit_stays_within_the_sensitivity(
-    people: pd.DataFrame, query: str, declaration: dict[str, Any]
+    people: pd.DataFrame, query: str, declaration: dict[str, Any], engine_kind: EngineKind
 ) -> None:
     with_unit = _heavy_unit_frame(people, 1000)
-    s1 = open_session(people_table(with_unit, **declaration))
-    s0 = open_session(people_table(people, **declaration))
+    s1 = open_session(people_table(with_unit, **declaration), engine=engine_kind)
+    s0 = open_session(people_table(people, **declaration), engine=engine_kind)
     plan, exact = exact_aggregates(s1, query)
     _, exact_other = exact_aggregates(s0, query)
     changes = _check(plan, exact, exact_other)
@@ -95,22 +118,26 @@ def test_removing_a_heavy_unit_stays_within_the_sensitivity(
         assert changes[count.name] == count.units
 
 
-def test_a_unit_with_1000_rows_moves_a_count_by_its_bound(people: pd.DataFrame) -> None:
+def test_a_unit_with_1000_rows_moves_a_count_by_its_bound(
+    people: pd.DataFrame, engine_kind: EngineKind
+) -> None:
     for bound in (1, 3, 7):
         big = _heavy_unit_frame(people, 1000)
-        s1 = open_session(people_table(big, max_rows_per_unit=bound))
-        s0 = open_session(people_table(people, max_rows_per_unit=bound))
+        s1 = open_session(people_table(big, max_rows_per_unit=bound), engine=engine_kind)
+        s0 = open_session(people_table(people, max_rows_per_unit=bound), engine=engine_kind)
         plan, e1 = exact_aggregates(s1, "SELECT COUNT(*) FROM people")
         _, e0 = exact_aggregates(s0, "SELECT COUNT(*) FROM people")
         n = plan.measurement_for(RowCount()).result
         assert int(e1.columns[n][0]) - int(e0.columns[n][0]) == bound
 
 
-def test_unbounded_truncation_is_caught_by_the_check(people: pd.DataFrame) -> None:
+def test_unbounded_truncation_is_caught_by_the_check(
+    people: pd.DataFrame, engine_kind: EngineKind
+) -> None:
     """Negative control: a declaration that does not bound the unit breaks the sensitivity."""
     big = _heavy_unit_frame(people, 1000)
-    loose = open_session(people_table(big, max_rows_per_unit=1000))
-    tight = open_session(people_table(people, max_rows_per_unit=3))
+    loose = open_session(people_table(big, max_rows_per_unit=1000), engine=engine_kind)
+    tight = open_session(people_table(people, max_rows_per_unit=3), engine=engine_kind)
     plan, _ = exact_aggregates(tight, "SELECT COUNT(*) FROM people")
     _, e1 = exact_aggregates(loose, "SELECT COUNT(*) FROM people")
     _, e0 = exact_aggregates(tight, "SELECT COUNT(*) FROM people")
@@ -119,6 +146,7 @@ def test_unbounded_truncation_is_caught_by_the_check(people: pd.DataFrame) -> No
 
 
 def test_each_row_a_unit_has_sensitivity_one() -> None:
+    # DuckDB only: the plan's sensitivities, which do not depend on the engine.
     frame = pd.DataFrame({"x": [1.0, 2.0, 3.0], "g": ["a", "b", "a"]})
     table_columns = [Column("x", lower=0, upper=10), Column("g", domain=["a", "b"])]
     from dpcurator.curator import Table
@@ -130,12 +158,15 @@ def test_each_row_a_unit_has_sensitivity_one() -> None:
     assert plan.measurements[1].sensitivity == pytest.approx(10.0)
 
 
-def test_groups_per_unit_bound_keeps_at_most_g_groups(people: pd.DataFrame) -> None:
+def test_groups_per_unit_bound_keeps_at_most_g_groups(
+    people: pd.DataFrame, engine_kind: EngineKind
+) -> None:
     big = _heavy_unit_frame(people, 1000)
-    s1 = open_session(people_table(big, max_rows_per_unit=1000, max_groups_per_unit=2))
+    declaration = {"max_rows_per_unit": 1000, "max_groups_per_unit": 2}
+    s1 = open_session(people_table(big, **declaration), engine=engine_kind)
     query = "SELECT state, COUNT(DISTINCT pid) FROM people GROUP BY state"
     plan, exact = exact_aggregates(s1, query)
-    s0 = open_session(people_table(people, max_rows_per_unit=1000, max_groups_per_unit=2))
+    s0 = open_session(people_table(people, **declaration), engine=engine_kind)
     _, other = exact_aggregates(s0, query)
     units = plan.measurement_for(UnitCount()).result
     groups = [(s,) for s in STATES]
@@ -143,12 +174,16 @@ def test_groups_per_unit_bound_keeps_at_most_g_groups(people: pd.DataFrame) -> N
     assert int(np.count_nonzero(changed)) == 2
 
 
-def test_quantile_buckets_move_by_at_most_rows_per_group(people: pd.DataFrame) -> None:
+def test_quantile_buckets_move_by_at_most_rows_per_group(
+    people: pd.DataFrame, engine_kind: EngineKind
+) -> None:
     big = _heavy_unit_frame(people, 1000)
     declaration = {"max_rows_per_unit": 6, "max_groups_per_unit": 2, "max_rows_per_group": 2}
     query = "SELECT state, MEDIAN(income) FROM people GROUP BY state"
-    plan, exact = exact_aggregates(open_session(people_table(big, **declaration)), query)
-    _, other = exact_aggregates(open_session(people_table(people, **declaration)), query)
+    s1 = open_session(people_table(big, **declaration), engine=engine_kind)
+    s0 = open_session(people_table(people, **declaration), engine=engine_kind)
+    plan, exact = exact_aggregates(s1, query)
+    _, other = exact_aggregates(s0, query)
     zero = np.zeros(1024, dtype=np.int64)
     moved = []
     for state in STATES:
@@ -159,13 +194,15 @@ def test_quantile_buckets_move_by_at_most_rows_per_group(people: pd.DataFrame) -
     assert sum(1 for d in moved if d) <= plan.groups_touched
 
 
-def test_values_outside_bounds_are_clamped_and_nan_null_handled() -> None:
+def test_values_outside_bounds_are_clamped_and_nan_null_handled(engine_kind: EngineKind) -> None:
     frame = pd.DataFrame(
         {"x": [5.0, -3.0, 50.0, float("inf"), float("-inf"), float("nan"), None]},
     )
     from dpcurator.curator import Table
 
-    nullable = open_session(Table("people", frame, columns=[Column("x", lower=0, upper=10)]))
+    nullable = open_session(
+        Table("people", frame, columns=[Column("x", lower=0, upper=10)]), engine=engine_kind
+    )
     plan, exact = exact_aggregates(nullable, "SELECT SUM(x), COUNT(x), COUNT(*) FROM people")
     sums = {m.kind: (m, exact.columns[m.result][0]) for m in plan.measurements}
     m, value = sums["sum"]
@@ -174,7 +211,8 @@ def test_values_outside_bounds_are_clamped_and_nan_null_handled() -> None:
     assert int(exact.columns[plan.measurement_for(ColumnCount("x")).result][0]) == 5
     assert int(exact.columns[plan.measurement_for(RowCount()).result][0]) == 7
     filled = open_session(
-        Table("people", frame, columns=[Column("x", lower=0, upper=10, nullable=False)])
+        Table("people", frame, columns=[Column("x", lower=0, upper=10, nullable=False)]),
+        engine=engine_kind,
     )
     plan, exact = exact_aggregates(filled, "SELECT SUM(x) FROM people")
     m = plan.measurements[0]
@@ -194,6 +232,25 @@ def test_values_outside_bounds_are_clamped_and_nan_null_handled() -> None:
 def test_any_unit_removal_respects_the_sensitivity(  # noqa: PLR0917 - hypothesis arguments
     sizes: list[int], states: list[str], k: int, g: int, c: int, victim: int
 ) -> None:
+    # DuckDB only (25 examples); a fixed case on both engines below.
+    _unit_removal(sizes, states, (k, g, c), victim, "duckdb")
+
+
+def test_a_fixed_unit_removal_respects_the_sensitivity(engine_kind: EngineKind) -> None:
+    # A unit of 12 rows beyond every bound (k = 6, g = 2, c = 3) removed, among units of 1-12.
+    sizes = [12, 1, 7, 3, 12, 2, 9, 4]
+    states = [STATES[(i * 7 + i // 5) % len(STATES)] for i in range(sum(sizes))]
+    _unit_removal(sizes, states, (6, 2, 3), 0, engine_kind)
+
+
+def _unit_removal(
+    sizes: list[int],
+    states: list[str],
+    bounds: tuple[int, int, int],
+    victim: int,
+    engine: EngineKind,
+) -> None:
+    k, g, c = bounds
     pid = np.repeat(np.arange(len(sizes)), sizes)
     frame = pd.DataFrame(
         {
@@ -213,13 +270,16 @@ def test_any_unit_removal_respects_the_sensitivity(  # noqa: PLR0917 - hypothesi
         "SELECT state, COUNT(*), COUNT(DISTINCT pid), AVG(income), STDDEV(income) "
         "FROM people GROUP BY state"
     )
-    plan, e1 = exact_aggregates(open_session(people_table(frame, **declaration)), query)
-    _, e0 = exact_aggregates(open_session(people_table(other, **declaration)), query)
+    plan, e1 = exact_aggregates(
+        open_session(people_table(frame, **declaration), engine=engine), query
+    )
+    _, e0 = exact_aggregates(open_session(people_table(other, **declaration), engine=engine), query)
     _check(plan, e1, e0)
 
 
 @pytest.mark.parametrize("query", QUERIES[:3])
 def test_the_plan_renders_for_spark(people: pd.DataFrame, query: str) -> None:
+    # Rendering only: the plan is opened on DuckDB; the SQL text is checked, never run.
     import sqlglot
 
     declaration = {"max_rows_per_unit": 6, "max_groups_per_unit": 3, "max_rows_per_group": 2}
@@ -231,22 +291,22 @@ def test_the_plan_renders_for_spark(people: pd.DataFrame, query: str) -> None:
         plan.sql_for("no-such-dialect")
 
 
-def test_count_of_a_column_with_an_odd_name(people: pd.DataFrame) -> None:
+def test_count_of_a_column_with_an_odd_name(people: pd.DataFrame, engine_kind: EngineKind) -> None:
     odd = 'c"; DROP TABLE people; --'
     frame = people.assign(**{odd: people["state"].where(people["age"] > 50)})
     table = people_table(frame, columns=[Column("state", domain=STATES), Column(odd)])
-    session = open_session(table)
+    session = open_session(table, engine=engine_kind)
     plan, exact = exact_aggregates(
         session, f'SELECT COUNT("{odd.replace(chr(34), 2 * chr(34))}") FROM people'
     )
     assert int(exact.columns[plan.measurements[0].result][0]) == int((people["age"] > 50).sum())
 
 
-def test_a_unit_with_null_and_non_null_keys_spans_two_groups() -> None:
+def test_a_unit_with_null_and_non_null_keys_spans_two_groups(engine_kind: EngineKind) -> None:
     from dpcurator.curator import Table
 
     frame = pd.DataFrame({"pid": [1, 1, 1], "city": [None, "a", "a"]})
     table = Table("people", frame, privacy_unit="pid", max_rows_per_unit=5, columns=["city"])
     query = "SELECT city, COUNT(*) FROM people GROUP BY city"
-    _, exact = exact_aggregates(open_session(table), query, delta=1e-6)
+    _, exact = exact_aggregates(open_session(table, engine=engine_kind), query, delta=1e-6)
     assert len(exact.keys) == 1  # one group kept: NULL and "a" are two groups

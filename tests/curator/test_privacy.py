@@ -11,10 +11,17 @@ intervals shrunk to 40% must fail.
 
 The extreme-bounds audits (last section) run the same kind of check where the midpoint
 ``(L + U)/2`` of the declared bounds is not a float, for VARIANCE, AVG and SUM.
+
+The neighbouring-tables audit and the coverage checks run on both engines (``engine_kind``). The
+extreme-bounds audits run on DuckDB only (tables of 100,000 rows, twenty sessions): the exact
+aggregates they audit are compared between DuckDB and Spark at the same bounds in
+``test_engines_agree.py::test_fixed_point_sums_at_extreme_bounds``, and one row's change of them
+is checked on both engines in ``test_side_channels.py``.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,10 +30,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpcurator.curator import Column, Table
+from dpcurator.curator import Column, Plan, Table
 from dpcurator.curator._measure import Exact, compute
 from dpcurator.noise import InsecureSeededSource
-from tests.curator.conftest import STATES, exact_aggregates, open_session, people_table
+from tests.curator.conftest import (
+    STATES,
+    EngineKind,
+    exact_aggregates,
+    open_session,
+    people_table,
+)
 from tests.privacy_check import AuditResult, Event, audit, threshold_events
 
 pytestmark = pytest.mark.statistical
@@ -36,14 +49,20 @@ ALPHA = 1e-3
 QUERY = "SELECT state, COUNT(*) AS n, SUM(income) AS total FROM people GROUP BY state"
 
 
-def _neighbours(people: pd.DataFrame, bound: int) -> tuple[object, object, object]:
+def _neighbours(
+    people: pd.DataFrame, bound: int, engine: EngineKind
+) -> tuple[object, object, object]:
     heavy = pd.DataFrame({"pid": -1, "state": "CA", "income": np.full(1000, 5000.0), "age": 40})
     with_unit = pd.concat([people, heavy], ignore_index=True)
     plan, exact = exact_aggregates(
-        open_session(people_table(with_unit, max_rows_per_unit=bound)), QUERY, epsilon=1.0
+        open_session(people_table(with_unit, max_rows_per_unit=bound), engine=engine),
+        QUERY,
+        epsilon=1.0,
     )
     _, exact_other = exact_aggregates(
-        open_session(people_table(people, max_rows_per_unit=bound)), QUERY, epsilon=1.0
+        open_session(people_table(people, max_rows_per_unit=bound), engine=engine),
+        QUERY,
+        epsilon=1.0,
     )
     return plan, exact, exact_other
 
@@ -58,8 +77,10 @@ def _samples(plan: object, exact: object, column: str, seed: int, n: int = N) ->
 
 
 @pytest.mark.slow
-def test_query_privacy_on_neighbouring_tables(people: pd.DataFrame) -> None:
-    plan, exact, exact_other = _neighbours(people, bound=3)
+def test_query_privacy_on_neighbouring_tables(
+    people: pd.DataFrame, engine_kind: EngineKind
+) -> None:
+    plan, exact, exact_other = _neighbours(people, bound=3, engine=engine_kind)
     counts = _samples(plan, exact, "n", 1), _samples(plan, exact_other, "n", 2)
     truth = float(np.median(counts[1]))
     events = threshold_events(truth + d for d in np.arange(-6, 10, 1.0))
@@ -68,14 +89,20 @@ def test_query_privacy_on_neighbouring_tables(people: pd.DataFrame) -> None:
     assert result.epsilon_lower_bound <= 0.5, result
     assert result.epsilon_lower_bound > 0.2, result  # the audit has power
     # Negative control: exact aggregates without truncation, noise for a bound of 3 rows.
-    _, loose, _ = _neighbours(people, bound=1000)
+    _, loose, _ = _neighbours(people, bound=1000, engine=engine_kind)
     broken = _samples(plan, loose, "n", 3, n=500), counts[1][:500]
     assert audit(*broken, events, alpha=ALPHA).epsilon_lower_bound > 0.5
 
 
-def _coverage(column: str, shrink: float = 1.0, seed: int = 7, repeats: int = 400) -> float:
+COVERAGE_QUERY = (
+    "SELECT state, COUNT(*) AS n, SUM(income) AS total, AVG(income) AS mean "
+    "FROM people GROUP BY state"
+)
+
+
+def _coverage_people() -> pd.DataFrame:
     pid = np.arange(3000) // 2  # two rows per unit, in one state
-    people = pd.DataFrame(
+    return pd.DataFrame(
         {
             "pid": pid,
             "state": np.array(STATES)[pid % 4],
@@ -83,12 +110,24 @@ def _coverage(column: str, shrink: float = 1.0, seed: int = 7, repeats: int = 40
             "age": 30,
         }
     )
-    session = open_session(people_table(people, max_rows_per_unit=2))
-    query = (
-        "SELECT state, COUNT(*) AS n, SUM(income) AS total, AVG(income) AS mean "
-        "FROM people GROUP BY state"
-    )
-    plan, exact = exact_aggregates(session, query, epsilon=0.3)
+
+
+@functools.cache
+def _coverage_aggregates(engine: EngineKind) -> tuple[Plan, Exact]:
+    """The coverage query's plan and exact aggregates on ``engine`` (read once per process)."""
+    session = open_session(people_table(_coverage_people(), max_rows_per_unit=2), engine=engine)
+    return exact_aggregates(session, COVERAGE_QUERY, epsilon=0.3)
+
+
+def _coverage(
+    column: str,
+    engine: EngineKind,
+    shrink: float = 1.0,
+    seed: int = 7,
+    repeats: int = 400,
+) -> float:
+    people = _coverage_people()
+    plan, exact = _coverage_aggregates(engine)
     truth = (
         {
             "n": people.groupby("state").size(),
@@ -112,15 +151,17 @@ def _coverage(column: str, shrink: float = 1.0, seed: int = 7, repeats: int = 40
 @pytest.mark.parametrize(
     ("column", "kind"), [("n", "exact"), ("total", "conservative"), ("mean", "approximate")]
 )
-def test_intervals_cover_the_truth_at_their_rate(column: str, kind: str) -> None:
+def test_intervals_cover_the_truth_at_their_rate(
+    column: str, kind: str, engine_kind: EngineKind
+) -> None:
     trials = 400 * len(STATES)
     slack = 4 * math.sqrt(0.95 * 0.05 / trials)  # four binomial standard deviations
-    rate = _coverage(column)
+    rate = _coverage(column, engine_kind)
     assert rate >= 0.95 - slack, (column, rate)
     if kind == "approximate":  # delta method and a normal interval: near the level
         assert rate <= 0.99, (column, rate)
     # Negative control: intervals 40% as wide miss far more often.
-    assert _coverage(column, shrink=0.4) < 0.95 - slack
+    assert _coverage(column, engine_kind, shrink=0.4) < 0.95 - slack
 
 
 # -- extreme bounds: a midpoint (L + U)/2 that is not a float ----------------------------------

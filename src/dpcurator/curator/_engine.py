@@ -138,8 +138,7 @@ def _spark_fixes(node: exp.Expr) -> exp.Expr:
         inner: exp.Expr = node.this
         return inner
     if isinstance(node, exp.CTE) and node.args.get("materialized") is not None:
-        node = node.copy()
-        node.set("materialized", None)
+        node.set("materialized", None)  # in place, so the CTE's body is still transformed
     if (
         isinstance(node, exp.Sum)
         and isinstance(node.this, exp.Cast)

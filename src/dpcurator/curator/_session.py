@@ -302,7 +302,7 @@ class Session:
             entry,
             table=table,
             intervals=intervals,
-            bounded_sql=self._engine.render(plan.statements.main, plan.query.table.name),
+            bounded_sql=plan.sql_for(self._engine.dialect)[0],
             confidence=self._confidence,
         )
 
