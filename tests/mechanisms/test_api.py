@@ -18,6 +18,7 @@ DOCUMENTED = {
     "estimate_proportion",
     "exponential_mechanism",
     "gaussian_mechanism",
+    "geometric_event",
     "geometric_mechanism",
     "histogram_sensitivity",
     "laplace_mechanism",

@@ -96,7 +96,8 @@ def split_table(split: tuple[Measurement, ...], title: str = "budget split") -> 
     Examples
     --------
     >>> from dpcurator.curator import Measurement
-    >>> m = Measurement("COUNT(*)", "count", None, "geometric", 0.5, 0.0, 4.0, 8.0)
+    >>> from dpcurator.curator._measures import RowCount
+    >>> m = Measurement("COUNT(*)", "count", None, "geometric", 0.5, 0.0, 4.0, 8.0, RowCount())
     >>> split_table((m,)).row_count
     1
     """
