@@ -35,8 +35,7 @@ import os
 import threading
 from collections.abc import Hashable, Sequence
 from pathlib import Path
-from types import TracebackType
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar
 
 import duckdb
 import numpy as np
@@ -44,7 +43,7 @@ import pandas as pd
 import pyarrow as pa
 from sqlglot import exp
 
-from dpcurator.curator._engine import declared_tables, quote, render
+from dpcurator.curator._engine import ClosesOnExit, check_columns, declared_tables, quote, render
 from dpcurator.curator._table import Table
 from dpcurator.errors import InvalidParameterError, QueryError
 
@@ -69,7 +68,7 @@ _NUMERIC = (
 _PREPARED_CACHE = 256
 
 
-class DuckDBEngine:
+class DuckDBEngine(ClosesOnExit):
     """The declared tables registered in one DuckDB connection (in-process).
 
     Parameters
@@ -213,34 +212,12 @@ class DuckDBEngine:
         except duckdb.Error as error:
             raise InvalidParameterError("source", table.name, f"cannot be read: {error}") from None
         types = {str(row[0]).lower(): str(row[1]).upper() for row in described}
-        for column in table.columns:
-            kind = types.get(column.name.lower())
-            if kind is None:
-                raise InvalidParameterError(
-                    "columns",
-                    column.name,
-                    f"is declared but the source of {table.name!r} has no such column "
-                    f"(it has: {', '.join(str(r[0]) for r in described)})",
-                )
-            numeric = kind.startswith(_NUMERIC)
-            if (column.bounds is not None or column.bins is not None) and not numeric:
-                raise InvalidParameterError(
-                    "columns",
-                    column.name,
-                    f"is declared numeric (bounds or bins) but its type in the source is {kind}",
-                )
-            text = kind.startswith(("VARCHAR", "ENUM"))
-            if text and column.domain is not None:
-                others = [v for v in column.domain if not isinstance(v, str)]
-                if others:
-                    # Comparing text with a number casts every row's text, which fails on
-                    # some values: an error that would depend on the data.
-                    raise InvalidParameterError(
-                        "columns",
-                        column.name,
-                        f"has type {kind} in the source, so its domain must hold text only "
-                        f"(it holds {others[0]!r}): write the values as strings",
-                    )
+        check_columns(
+            table,
+            types,
+            numeric=lambda kind: kind.startswith(_NUMERIC),
+            text=lambda kind: kind.startswith(("VARCHAR", "ENUM")),
+        )
 
     # -- the engine's work ---------------------------------------------------------------------
     @property
@@ -354,17 +331,6 @@ class DuckDBEngine:
                 return
             while self._drops:
                 self._connection.execute(self._drops.pop())
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"DuckDBEngine(tables={list(self._tables)})"

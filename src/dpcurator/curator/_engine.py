@@ -19,8 +19,9 @@ error raised while rows are read (see :meth:`~dpcurator.curator.Session.sql`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, ClassVar, Protocol, Self, runtime_checkable
 
 import numpy as np
 from sqlglot import exp
@@ -28,7 +29,15 @@ from sqlglot import exp
 from dpcurator.curator._table import Table
 from dpcurator.errors import InvalidParameterError
 
-__all__ = ["SOURCE", "Engine", "declared_tables", "quote", "render"]
+__all__ = [
+    "SOURCE",
+    "ClosesOnExit",
+    "Engine",
+    "check_columns",
+    "declared_tables",
+    "quote",
+    "render",
+]
 
 SOURCE = "__source"
 """The placeholder table name under which a statement reads the declared table's rows."""
@@ -125,6 +134,69 @@ def declared_tables(tables: object) -> dict[str, Table]:
             raise InvalidParameterError("tables", table.name, "declare each table name once")
         out[table.name] = table
     return out
+
+
+class ClosesOnExit:
+    """A context manager that calls ``self.close()`` on exit (engines)."""
+
+    def close(self) -> None:
+        """Release what was opened."""
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def check_columns(
+    table: Table,
+    types: Mapping[str, str],
+    *,
+    numeric: Callable[[str], bool],
+    text: Callable[[str], bool],
+) -> None:
+    """Check ``table``'s declared columns against the source's types (lower-cased name -> type).
+
+    The schema is public; the rows are not. A column declared numeric (bounds or bins) must
+    have a numeric type, and a text column's domain must hold text only: comparing text with a
+    number casts every row's text, which fails (DuckDB) or gives NULL (Spark) on some values,
+    an outcome that would depend on the data.
+
+    Raises
+    ------
+    InvalidParameterError
+        For a declared column the source lacks or whose type does not fit its declaration.
+    """
+    for column in table.columns:
+        kind = types.get(column.name.lower())
+        if kind is None:
+            raise InvalidParameterError(
+                "columns",
+                column.name,
+                f"is declared but the source of {table.name!r} has no such column "
+                f"(it has: {', '.join(types)})",
+            )
+        if (column.bounds is not None or column.bins is not None) and not numeric(kind):
+            raise InvalidParameterError(
+                "columns",
+                column.name,
+                f"is declared numeric (bounds or bins) but its type in the source is {kind}",
+            )
+        others = [v for v in column.domain or () if not isinstance(v, str)]
+        if text(kind) and others:
+            raise InvalidParameterError(
+                "columns",
+                column.name,
+                f"has type {kind} in the source, so its domain must hold text only "
+                f"(it holds {others[0]!r}): write the values as strings",
+            )
 
 
 def _spark_fixes(node: exp.Expr) -> exp.Expr:

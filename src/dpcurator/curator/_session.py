@@ -36,7 +36,7 @@ from sqlglot import exp
 from dpcurator._validation import check_probability
 from dpcurator.accounting import ACCOUNTANT_NAMES, Budget
 from dpcurator.curator._duckdb import DuckDBEngine
-from dpcurator.curator._engine import Engine, declared_tables
+from dpcurator.curator._engine import SOURCE, Engine, declared_tables, render
 from dpcurator.curator._ledger import Ledger, LedgerEntry
 from dpcurator.curator._measure import compute, fetch
 from dpcurator.curator._plan import Plan, make_plan
@@ -302,7 +302,7 @@ class Session:
             entry,
             table=table,
             intervals=intervals,
-            bounded_sql=plan.sql_for(self._engine.dialect)[0],
+            bounded_sql=render(plan.statements.main, exp.to_table(SOURCE), self._engine.dialect),
             confidence=self._confidence,
         )
 

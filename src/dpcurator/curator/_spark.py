@@ -43,8 +43,8 @@ import threading
 import warnings
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
-from types import ModuleType, TracebackType
-from typing import TYPE_CHECKING, Any, ClassVar, Self
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -52,7 +52,7 @@ import pyarrow as pa
 from sqlglot import exp
 from sqlglot.errors import ParseError
 
-from dpcurator.curator._engine import declared_tables, render
+from dpcurator.curator._engine import ClosesOnExit, check_columns, declared_tables, render
 from dpcurator.curator._table import Table
 from dpcurator.errors import InvalidParameterError, QueryError, UnsupportedError
 
@@ -251,7 +251,7 @@ class _Source:
     reread: Callable[[], DataFrame] | None = None
 
 
-class SparkEngine:
+class SparkEngine(ClosesOnExit):
     """The declared tables registered in a Spark session (local, or the one given).
 
     Parameters
@@ -465,33 +465,12 @@ class SparkEngine:
     def _check_schema(self, table: Table, schema: StructType) -> None:
         """Check the declared columns against the source's schema (public: names and types)."""
         types = {f.name.lower(): f.dataType.simpleString().upper() for f in schema.fields}
-        for column in table.columns:
-            kind = types.get(column.name.lower())
-            if kind is None:
-                raise InvalidParameterError(
-                    "columns",
-                    column.name,
-                    f"is declared but the source of {table.name!r} has no such column "
-                    f"(it has: {', '.join(f.name for f in schema.fields)})",
-                )
-            base = kind.split("(")[0].lower()
-            if (column.bounds is not None or column.bins is not None) and base not in _NUMERIC:
-                raise InvalidParameterError(
-                    "columns",
-                    column.name,
-                    f"is declared numeric (bounds or bins) but its type in the source is {kind}",
-                )
-            if base in _TEXT and column.domain is not None:
-                others = [v for v in column.domain if not isinstance(v, str)]
-                if others:
-                    # Comparing text with a number casts every row's text, which gives NULL on
-                    # some values: a result that would depend on the data.
-                    raise InvalidParameterError(
-                        "columns",
-                        column.name,
-                        f"has type {kind} in the source, so its domain must hold text only "
-                        f"(it holds {others[0]!r}): write the values as strings",
-                    )
+        check_columns(
+            table,
+            types,
+            numeric=lambda kind: kind.split("(")[0].lower() in _NUMERIC,
+            text=lambda kind: kind.split("(")[0].lower() in _TEXT,
+        )
 
     def _refresh(self, table: str) -> None:
         """Read a file source again if its files changed since (Spark lists files once)."""
@@ -676,17 +655,6 @@ class SparkEngine:
             self._views.clear()
             self._global_views.clear()
             self._prepared.clear()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         state = ", closed" if self._closed else ""
