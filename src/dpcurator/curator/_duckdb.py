@@ -45,26 +45,11 @@ from sqlglot import exp
 
 from dpcurator.curator._engine import ClosesOnExit, check_columns, declared_tables, quote, render
 from dpcurator.curator._table import Table
+from dpcurator.curator._types import Kind
 from dpcurator.errors import InvalidParameterError, QueryError
 
 __all__ = ["DuckDBEngine"]
 
-_NUMERIC = (
-    "TINYINT",
-    "SMALLINT",
-    "INTEGER",
-    "BIGINT",
-    "HUGEINT",
-    "UTINYINT",
-    "USMALLINT",
-    "UINTEGER",
-    "UBIGINT",
-    "UHUGEINT",
-    "FLOAT",
-    "DOUBLE",
-    "DECIMAL",
-    "BOOLEAN",
-)
 _PREPARED_CACHE = 256
 
 
@@ -96,6 +81,7 @@ class DuckDBEngine(ClosesOnExit):
     ) -> None:
         declared = {} if tables is None else declared_tables(tables)
         self._tables: dict[str, Table] = {}
+        self._kinds: dict[str, dict[str, Kind]] = {}
         self._lock = threading.RLock()
         self._prepared: set[str] = set()
         self._relations: dict[str, exp.Table] = {}
@@ -212,18 +198,18 @@ class DuckDBEngine(ClosesOnExit):
         except duckdb.Error as error:
             raise InvalidParameterError("source", table.name, f"cannot be read: {error}") from None
         types = {str(row[0]).lower(): str(row[1]).upper() for row in described}
-        check_columns(
-            table,
-            types,
-            numeric=lambda kind: kind.startswith(_NUMERIC),
-            text=lambda kind: kind.startswith(("VARCHAR", "ENUM")),
-        )
+        self._kinds[table.name] = check_columns(table, types, self.dialect)
 
     # -- the engine's work ---------------------------------------------------------------------
     @property
     def tables(self) -> dict[str, Table]:
         """The declared tables, by name."""
         return dict(self._tables)
+
+    def kinds(self, table: str) -> dict[str, Kind]:
+        """Return the kind of each column of ``table``'s source (lower-cased names; public)."""
+        self._relation(table)  # refuses an undeclared table
+        return dict(self._kinds[table])
 
     def relation(self, table: str) -> str:
         """Return the SQL name under which ``table``'s rows are registered."""

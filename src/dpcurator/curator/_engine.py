@@ -27,6 +27,7 @@ import numpy as np
 from sqlglot import exp
 
 from dpcurator.curator._table import Table
+from dpcurator.curator._types import Kind, kind_of_type
 from dpcurator.errors import InvalidParameterError
 
 __all__ = [
@@ -67,6 +68,10 @@ class Engine(Protocol):
             For a source the engine cannot read, a declared column the source lacks, or a
             column declared numeric (bounds, bins) whose type is not.
         """
+        ...
+
+    def kinds(self, table: str) -> Mapping[str, Kind]:
+        """Return the kind of each column of ``table``'s source (lower-cased names; public)."""
         ...
 
     def render(self, statement: exp.Query, table: str) -> str:
@@ -155,25 +160,22 @@ class ClosesOnExit:
         self.close()
 
 
-def check_columns(
-    table: Table,
-    types: Mapping[str, str],
-    *,
-    numeric: Callable[[str], bool],
-    text: Callable[[str], bool],
-) -> None:
-    """Check ``table``'s declared columns against the source's types (lower-cased name -> type).
+def check_columns(table: Table, types: Mapping[str, str], dialect: str) -> dict[str, Kind]:
+    """Check ``table``'s declared columns against the source's types; return the columns' kinds.
 
-    The schema is public; the rows are not. A column declared numeric (bounds or bins) must
-    have a numeric type, and a text column's domain must hold text only: comparing text with a
-    number casts every row's text, which fails (DuckDB) or gives NULL (Spark) on some values,
-    an outcome that would depend on the data.
+    ``types`` maps the source's lower-cased column names to their types, as the engine (of
+    ``dialect``) names them. The schema is public; the rows are not. A column declared numeric
+    (bounds or bins) must have a numeric (or boolean) type, and a text column's domain must hold
+    text only: comparing text with a number casts every row's text, which fails (DuckDB) or
+    gives NULL (Spark) on some values, an outcome that would depend on the data. The kinds
+    returned are what :func:`~dpcurator.curator._types.check_where_types` checks filters with.
 
     Raises
     ------
     InvalidParameterError
         For a declared column the source lacks or whose type does not fit its declaration.
     """
+    kinds = {name: kind_of_type(kind, dialect) for name, kind in types.items()}
     for column in table.columns:
         kind = types.get(column.name.lower())
         if kind is None:
@@ -183,20 +185,22 @@ def check_columns(
                 f"is declared but the source of {table.name!r} has no such column "
                 f"(it has: {', '.join(types)})",
             )
-        if (column.bounds is not None or column.bins is not None) and not numeric(kind):
+        numeric = kinds[column.name.lower()] in (Kind.NUMBER, Kind.BOOLEAN)
+        if (column.bounds is not None or column.bins is not None) and not numeric:
             raise InvalidParameterError(
                 "columns",
                 column.name,
                 f"is declared numeric (bounds or bins) but its type in the source is {kind}",
             )
         others = [v for v in column.domain or () if not isinstance(v, str)]
-        if text(kind) and others:
+        if kinds[column.name.lower()] is Kind.TEXT and others:
             raise InvalidParameterError(
                 "columns",
                 column.name,
                 f"has type {kind} in the source, so its domain must hold text only "
                 f"(it holds {others[0]!r}): write the values as strings",
             )
+    return kinds
 
 
 def _spark_fixes(node: exp.Expr) -> exp.Expr:

@@ -44,8 +44,16 @@ class Exact:
 def _key_tuples(
     table: Mapping[str, Sequence[Any]], aliases: Sequence[str], rows: int
 ) -> list[tuple[Any, ...]]:
-    columns = [[_canonical(v) for v in table[a]] for a in aliases]
-    return [tuple(col[i] for col in columns) for i in range(rows)] if aliases else [()] * rows
+    if not aliases:
+        return [()] * rows
+    return list(zip(*[_canonical_column(table[a]) for a in aliases], strict=True))
+
+
+def _canonical_column(values: Sequence[Any]) -> Sequence[Any]:
+    """``values`` with each float made canonical (a column without floats comes back as is)."""
+    if any(isinstance(v, float) for v in values):
+        return [_canonical(v) for v in values]
+    return values
 
 
 def _canonical(value: Any) -> Any:

@@ -54,6 +54,7 @@ from sqlglot.errors import ParseError
 
 from dpcurator.curator._engine import ClosesOnExit, check_columns, declared_tables, render
 from dpcurator.curator._table import Table
+from dpcurator.curator._types import Kind
 from dpcurator.errors import InvalidParameterError, QueryError, UnsupportedError
 
 if TYPE_CHECKING:
@@ -82,10 +83,6 @@ _SESSION_CONF = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.execution.arrow.pyspark.fallback.enabled": "false",
 }
-_NUMERIC = frozenset(
-    {"tinyint", "smallint", "int", "bigint", "float", "double", "decimal", "boolean"}
-)
-_TEXT = frozenset({"string", "varchar", "char"})
 _NUMPY: dict[str, Any] = {
     "tinyint": np.int8,
     "smallint": np.int16,
@@ -286,6 +283,7 @@ class SparkEngine(ClosesOnExit):
         declared = {} if tables is None else declared_tables(tables)
         self._lock = threading.RLock()
         self._tables: dict[str, Table] = {}
+        self._kinds: dict[str, dict[str, Kind]] = {}
         self._sources: dict[str, _Source] = {}
         self._prepared: set[str] = set()
         self._views: list[str] = []
@@ -465,12 +463,7 @@ class SparkEngine(ClosesOnExit):
     def _check_schema(self, table: Table, schema: StructType) -> None:
         """Check the declared columns against the source's schema (public: names and types)."""
         types = {f.name.lower(): f.dataType.simpleString().upper() for f in schema.fields}
-        check_columns(
-            table,
-            types,
-            numeric=lambda kind: kind.split("(")[0].lower() in _NUMERIC,
-            text=lambda kind: kind.split("(")[0].lower() in _TEXT,
-        )
+        self._kinds[table.name] = check_columns(table, types, self.dialect)
 
     def _refresh(self, table: str) -> None:
         """Read a file source again if its files changed since (Spark lists files once)."""
@@ -508,6 +501,11 @@ class SparkEngine(ClosesOnExit):
     def tables(self) -> dict[str, Table]:
         """The registered tables, by name."""
         return dict(self._tables)
+
+    def kinds(self, table: str) -> dict[str, Kind]:
+        """Return the kind of each column of ``table``'s source (lower-cased names; public)."""
+        self._source_of(table)  # refuses an undeclared table
+        return dict(self._kinds[table])
 
     @property
     def spark(self) -> SparkSession:
