@@ -453,11 +453,15 @@ def _contribution_of(query: ParsedQuery, keys: Sequence[KeySpec]) -> Contributio
     return _contribution(query.table, key_cells, bins, bool(query.group_by))
 
 
+def _key(query: ParsedQuery, name: str, alias: str) -> KeySpec:
+    computed = query.computed.get(name)
+    if computed is not None:
+        return KeySpec(name, alias, computed.domain, expression=computed.expression)
+    return KeySpec(name, alias, query.table.column(name).domain)
+
+
 def _keys(query: ParsedQuery) -> tuple[KeySpec, ...]:
-    table = query.table
-    keys = [
-        KeySpec(name, f"__k{i}", table.column(name).domain) for i, name in enumerate(query.group_by)
-    ]
+    keys = [_key(query, name, f"__k{i}") for i, name in enumerate(query.group_by)]
     hist = query.histogram
     if hist is not None:
         keys.append(_bin_key(hist))

@@ -35,6 +35,7 @@ from sqlglot import exp
 
 from dpcurator._validation import check_probability
 from dpcurator.accounting import ACCOUNTANT_NAMES, Budget
+from dpcurator.curator._accuracy import Predicted, Target, epsilon_for, predicted_errors
 from dpcurator.curator._duckdb import DuckDBEngine
 from dpcurator.curator._engine import SOURCE, Engine, declared_tables, render
 from dpcurator.curator._ledger import Ledger, LedgerEntry
@@ -257,7 +258,75 @@ class Session:
         units = cached.units
         return lambda statement: self._engine.run(with_over(statement, units), table)
 
-    def sql(self, query: str, *, epsilon: float, delta: float = 0.0) -> QueryRelease:
+    def predicted_errors(
+        self, query: str, *, epsilon: float, delta: float = 0.0
+    ) -> list[Predicted]:
+        """Return the errors ``query`` would have at ``epsilon`` (nothing read, nothing spent).
+
+        Counts and sums only: their noise does not depend on the data, so the standard
+        deviation and the interval's half-width (at the session's confidence) are known before
+        reading. Averages, variances and quantiles depend on the data and are not listed.
+
+        Examples
+        --------
+        >>> import pandas as pd
+        >>> from dpcurator.accounting import Budget
+        >>> from dpcurator.curator import Column, Table
+        >>> t = Table("t", pd.DataFrame({"x": [1.0]}), columns=[Column("x", lower=0, upper=10)])
+        >>> with Session(t, Budget(1.0), ledger=":memory:") as s:
+        ...     [(p.alias, p.half_width) for p in s.predicted_errors(
+        ...         "SELECT COUNT(*) AS n FROM t", epsilon=0.5)]
+        [('n', 6.0)]
+        """
+        plan = self._prepared(query, epsilon=epsilon, delta=delta)
+        return predicted_errors(plan, self._confidence)
+
+    def epsilon_for(
+        self,
+        query: str,
+        *,
+        target_ci: float | None = None,
+        target_std: float | None = None,
+        delta: float = 0.0,
+    ) -> float:
+        """Return the smallest epsilon at which ``query``'s counts and sums meet a target.
+
+        ``target_ci``: the half-width of each interval (at the session's confidence);
+        ``target_std``: each standard deviation. The epsilon is rounded up to 3 significant
+        digits; nothing is read and nothing is spent.
+
+        Raises
+        ------
+        QueryError
+            For a query with averages, variances or quantiles (their error depends on the data)
+            or a target no epsilon meets.
+        InvalidParameterError
+            Unless exactly one target is given, positive and finite.
+
+        Examples
+        --------
+        >>> import pandas as pd
+        >>> from dpcurator.accounting import Budget
+        >>> from dpcurator.curator import Column, Table
+        >>> t = Table("t", pd.DataFrame({"x": [1.0]}), columns=[Column("x", lower=0, upper=10)])
+        >>> with Session(t, Budget(1.0), ledger=":memory:") as s:
+        ...     s.epsilon_for("SELECT COUNT(*) FROM t", target_ci=10)
+        0.285
+        """
+        goal = _target(target_ci, target_std)
+        return epsilon_for(
+            lambda eps: self._prepared(query, epsilon=eps, delta=delta), goal, self._confidence
+        )
+
+    def sql(
+        self,
+        query: str,
+        *,
+        epsilon: float | None = None,
+        delta: float = 0.0,
+        target_ci: float | None = None,
+        target_std: float | None = None,
+    ) -> QueryRelease:
         """Answer an aggregate SQL query with differential privacy.
 
         Parameters
@@ -273,6 +342,9 @@ class Session:
             The query's budget, split evenly over its measurements (the split is reported).
         delta : float, default 0
             Needed (> 0) when group keys have no declared domain (partition selection).
+        target_ci, target_std : float, optional
+            Instead of ``epsilon``: the accuracy wanted for the query's counts and sums (see
+            :meth:`epsilon_for`), which decides the epsilon charged.
 
         Returns
         -------
@@ -288,6 +360,18 @@ class Session:
             The query was charged, read the data and failed; the message is the same whatever
             the reason (it could depend on the data), and nothing is refunded.
         """
+        if target_ci is not None or target_std is not None:
+            if epsilon is not None:
+                raise InvalidParameterError(
+                    "epsilon", epsilon, "must not be given with a target: the target decides it"
+                )
+            epsilon = self.epsilon_for(
+                query, target_ci=target_ci, target_std=target_std, delta=delta
+            )
+        if epsilon is None:
+            raise InvalidParameterError(
+                "epsilon", None, "is required (or give target_ci or target_std)"
+            )
         with self._lock:
             plan = self._prepared(query, epsilon=epsilon, delta=delta)
             entry = self._ledger.record(query, plan.events)  # charged before any read
@@ -376,6 +460,17 @@ class _Over:
     version: Hashable
     units: exp.Table
     empty: bool
+
+
+def _target(target_ci: float | None, target_std: float | None) -> Target:
+    if (target_ci is None) == (target_std is None):
+        raise InvalidParameterError(
+            "target", (target_ci, target_std), "give exactly one of target_ci and target_std"
+        )
+    if target_ci is not None:
+        return Target(target_ci, "ci")
+    assert target_std is not None
+    return Target(target_std, "std")
 
 
 def _engine(

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from sqlglot import exp
+
 from dpcurator.curator._measures import Measure
 from dpcurator.noise import FixedPointRange
 
@@ -15,7 +17,8 @@ __all__ = ["Contribution", "KeySpec", "Measurement", "ValueSpec"]
 class KeySpec:
     """A group key of the plan: its column, SQL alias and public domain (None: selected).
 
-    A histogram's bins are a key too (``labels`` name them; ``edges`` bound them).
+    A histogram's bins are a key too (``labels`` name them; ``edges`` bound them), and so is a
+    computed key (``expression``, over the source's columns; ``column`` is then its name).
     """
 
     column: str
@@ -23,6 +26,7 @@ class KeySpec:
     domain: tuple[Any, ...] | None
     labels: tuple[str, ...] | None = None
     edges: tuple[float, ...] | None = None
+    expression: exp.Expr | None = None
 
     @property
     def is_bin(self) -> bool:

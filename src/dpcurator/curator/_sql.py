@@ -45,6 +45,7 @@ from dpcurator.curator._aggregates import (
     Sum,
     Variance,
 )
+from dpcurator.curator._keys import ComputedKey, computed_key
 from dpcurator.curator._table import Table, check_bins
 from dpcurator.errors import InvalidParameterError, QueryError
 
@@ -136,7 +137,8 @@ class ParsedQuery:
     where : sqlglot.exp.Expr or None
         The row filter, with every column reference replaced by a quoted declared name.
     group_by : tuple of str
-        Declared group-key columns, in GROUP BY order.
+        The group keys in GROUP BY order: declared columns, and computed keys named by their
+        SQL (see ``computed``).
     aggregates : tuple of Aggregate
         The typed aggregates (:mod:`dpcurator.curator._aggregates`), in SELECT order.
     outputs : tuple of (str, str)
@@ -148,6 +150,9 @@ class ParsedQuery:
         Output column and descending flag, applied to the released table (post-processing).
     limit : int or None
         Rows kept after ordering (post-processing).
+    computed : dict
+        The computed group keys (bands of a bounded column), by name
+        (:mod:`dpcurator.curator._keys`).
     """
 
     text: str
@@ -159,6 +164,7 @@ class ParsedQuery:
     key_names: Mapping[str, str]
     order_by: tuple[tuple[str, bool], ...]
     limit: int | None
+    computed: Mapping[str, ComputedKey] = field(default_factory=dict)
 
     @property
     def histogram(self) -> Histogram | None:
@@ -472,17 +478,27 @@ def _check_where(node: exp.Expr, query: _Context) -> exp.Expr:
     return node.copy().transform(quote)
 
 
-def _group_keys(select: exp.Select, query: _Context) -> list[str]:
+def _group_keys(select: exp.Select, query: _Context) -> tuple[list[str], dict[str, ComputedKey]]:
+    """Return the group keys' names in GROUP BY order, and the computed ones (``_keys``)."""
     group = select.args.get("group")
     if group is None:
-        return []
+        return [], {}
     if group.args.get("rollup") or group.args.get("cube") or group.args.get("grouping_sets"):
         raise QueryError(
             "ROLLUP, CUBE and GROUPING SETS are not supported: run one query per level."
         )
     keys: list[str] = []
+    computed: dict[str, ComputedKey] = {}
     for node in group.expressions:
-        name = _column_name(_group_target(node, select, query), query)
+        target = _group_target(node, select, query)
+        if not isinstance(target, exp.Column):
+            key = _computed_key(target, query)
+            if key.name in keys:
+                raise QueryError(f"GROUP BY names {key.name!r} twice.")
+            keys.append(key.name)
+            computed[key.name] = key
+            continue
+        name = _column_name(target, query)
         if name == query.table.unit_column:
             raise QueryError(
                 f"GROUP BY {name!r} would release one group per privacy unit: group by other "
@@ -491,7 +507,18 @@ def _group_keys(select: exp.Select, query: _Context) -> list[str]:
         if name in keys:
             raise QueryError(f"GROUP BY names {name!r} twice.")
         keys.append(name)
-    return keys
+    return keys, computed
+
+
+def _computed_key(node: exp.Expr, query: _Context) -> ComputedKey:
+    """Return the computed group key ``node`` (refused unless its domain is public)."""
+    for column in node.find_all(exp.Column):
+        if column.name == query.table.unit_column:
+            raise QueryError(
+                f"GROUP BY {_sql(node)!r} is computed from the privacy unit: group by other "
+                "declared columns."
+            )
+    return computed_key(node, query.table, lambda c: _column_name(c, query))
 
 
 def _group_target(node: exp.Expr, select: exp.Select, query: _Context) -> exp.Expr:
@@ -552,8 +579,8 @@ def parse_query(text: str, tables: Mapping[str, Table]) -> ParsedQuery:
     _refuse_clauses(select)
     query = _source(select, tables)
     _refuse_nested(select)
-    keys = _group_keys(select, query)
-    selected = _select_list(select, query, keys)
+    keys, computed = _group_keys(select, query)
+    selected = _select_list(select, query, keys, computed)
     aggregates = selected.aggregates
     if not aggregates:
         raise QueryError(
@@ -571,6 +598,7 @@ def parse_query(text: str, tables: Mapping[str, Table]) -> ParsedQuery:
         table=query.table,
         where=_check_where(where.this, query) if where is not None else None,
         group_by=tuple(keys),
+        computed=computed,
         aggregates=tuple(aggregates),
         outputs=tuple(selected.outputs),
         key_names=key_names,
@@ -657,13 +685,16 @@ class _SelectList:
     key_names: dict[str, str] = field(default_factory=dict)
 
 
-def _select_list(select: exp.Select, query: _Context, keys: Sequence[str]) -> _SelectList:
+def _select_list(
+    select: exp.Select, query: _Context, keys: Sequence[str], computed: Mapping[str, ComputedKey]
+) -> _SelectList:
     selected = _SelectList()
     for item in select.expressions:
         alias = item.alias if isinstance(item, exp.Alias) else None
         node = _unaliased(item)
-        if isinstance(node, exp.Star | exp.Column):
-            name = _selected_key(node, query, keys)
+        name = _selected_computed(node, query, computed)
+        if isinstance(node, exp.Star | exp.Column) or name is not None:
+            name = name or _selected_key(node, query, keys)
             selected.key_names[name] = alias or name
             selected.outputs.append(("key", name))
         else:
@@ -675,7 +706,20 @@ def _select_list(select: exp.Select, query: _Context, keys: Sequence[str]) -> _S
     return selected
 
 
-def _selected_key(node: exp.Star | exp.Column, query: _Context, keys: Sequence[str]) -> str:
+def _selected_computed(
+    node: exp.Expr, query: _Context, computed: Mapping[str, ComputedKey]
+) -> str | None:
+    """Return the name of the computed group key ``node`` writes, if it writes one."""
+    if not computed or isinstance(node, exp.Column | exp.Star) or node.find(exp.AggFunc):
+        return None
+    try:
+        name = _computed_key(node, query).name
+    except QueryError:
+        return None
+    return name if name in computed else None
+
+
+def _selected_key(node: exp.Expr, query: _Context, keys: Sequence[str]) -> str:
     """Return the group key a selected column names (raw values and ``*`` are never released)."""
     if isinstance(node, exp.Star) or node.is_star:
         raise QueryError(

@@ -255,9 +255,9 @@ def _rows(
                 filters.append(exp.not_(_missing(key.column)))
             projections.append((key.alias, _bin(key, nullable)))
             continue
-        projections.append((key.alias, _source_column(key.column)))
+        projections.append((key.alias, _key_value(key)))
         if key.domain is not None:
-            filters.append(_in_domain(key.column, key.domain))
+            filters.append(_in_domain(_key_value(key), key.domain))
     projections += [(v.alias, _clamped(v)) for v in values]
     projections += [(alias, _source_column(column)) for column, alias in counted]
     if not projections:
@@ -268,8 +268,15 @@ def _rows(
 _RANGE_MIN = 16
 
 
-def _in_domain(column: str, domain: Sequence[object]) -> exp.Expr:
-    """``column IN (domain)``; for a run of consecutive integers, a range test instead.
+def _key_value(key: KeySpec) -> exp.Expr:
+    """Return a group key's value per row: its column, or a computed key's expression."""
+    if key.expression is not None:
+        return key.expression.copy()
+    return _source_column(key.column)
+
+
+def _in_domain(x: exp.Expr, domain: Sequence[object]) -> exp.Expr:
+    """``x IN (domain)``; for a run of consecutive integers, a range test instead.
 
     Safe without TRY: the engine refuses a text column with a domain of non-text values (the
     one case where an engine would cast each row's value, and could fail). A domain of
@@ -277,7 +284,6 @@ def _in_domain(column: str, domain: Sequence[object]) -> exp.Expr:
     and ``FLOOR(x) = x`` (the same rows, for integer and floating-point columns alike), so
     its SQL does not grow with ``n``.
     """
-    x = _source_column(column)
     integers = [v for v in domain if type(v) is int]
     if len(integers) == len(domain) >= _RANGE_MIN:
         low, high = min(integers), max(integers)
@@ -307,7 +313,7 @@ def over_statement(
         return None
     grouped = [k for k in keys if not k.is_bin]
     items = [exp.alias_(_source_column(unit), UNIT)]
-    items += [exp.alias_(_source_column(k.column), k.alias) for k in grouped]
+    items += [exp.alias_(_key_value(k), k.alias) for k in grouped]
     rows = exp.select(*items).from_(exp.to_table(SOURCE))
     rows = rows.where(exp.not_(_source_column(unit).is_(exp.null())))
     k, g, c = contribution.rows, contribution.groups, contribution.per_group

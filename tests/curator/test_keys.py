@@ -1,0 +1,166 @@
+"""Computed group keys: bands of a bounded column, with a domain derived from the declaration."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from sqlglot import parse_one
+
+from dpcurator.curator import Column, Table
+from dpcurator.curator._keys import MAX_BANDS, computed_key
+from dpcurator.errors import QueryError
+from tests.curator.conftest import EngineKind, exact_aggregates, open_session
+
+
+def _table(frame: pd.DataFrame | None = None) -> Table:
+    if frame is None:
+        frame = pd.DataFrame({"pid": [1], "age": [1.0], "income": [1.0], "state": ["CA"]})
+    return Table(
+        "people",
+        frame,
+        privacy_unit="pid",
+        max_rows_per_unit=3,
+        max_groups_per_unit=3,
+        columns=[
+            Column("age", lower=0, upper=99),
+            Column("income", lower=-50, upper=1000, nullable=True),
+            Column("state", domain=["CA", "NY"]),
+        ],
+    )
+
+
+def _domain(sql: str) -> tuple[object, ...]:
+    return computed_key(parse_one(sql), _table(), lambda c: c.name).domain
+
+
+@pytest.mark.parametrize(
+    ("sql", "domain"),
+    [
+        ("FLOOR(age / 10) * 10", tuple(range(0, 100, 10))),
+        ("FLOOR(age / 25)", (0, 1, 2, 3)),
+        ("CEIL(age / 50)", (0, 1, 2)),
+        ("FLOOR((age - 5) / 10) * 10 + 5", tuple(range(-5, 100, 10))),
+        ("10 * FLOOR(age / 10)", tuple(range(0, 100, 10))),
+        ("FLOOR(income / 500) * 500", (-500, 0, 500, 1000)),
+        ("-FLOOR(age / 50)", (0, -1)),
+        ("FLOOR(age / 40) / 2", (0, 0.5, 1)),
+        ("FLOOR(-age / 50)", (-2, -1, 0)),
+    ],
+)
+def test_the_domain_follows_from_the_bounds(sql: str, domain: tuple[object, ...]) -> None:
+    assert _domain(sql) == domain
+    assert all(type(v) is int or v != math.floor(v) for v in _domain(sql))
+
+
+@pytest.mark.parametrize(
+    ("sql", "why"),
+    [
+        ("age / 10", "continuum"),
+        ("age + 1", "continuum"),
+        ("ROUND(age, -1)", "not arithmetic"),
+        ("FLOOR(age / 10) + FLOOR(income / 10)", "exactly one declared column"),
+        ("FLOOR(age / 0.001)", "more than 10,000"),
+        ("FLOOR(age / 3) / 10", "binary fraction"),
+        ("FLOOR(age * age)", "constants only"),
+        ("FLOOR(FLOOR(age / 10) / 2)", "linear function"),
+        ("FLOOR(age / 10) * 0", "by zero"),
+        ("FLOOR(age / 0)", "constants only"),
+    ],
+)
+def test_keys_without_a_public_domain_are_refused(sql: str, why: str) -> None:
+    with pytest.raises(QueryError, match=why):
+        _domain(sql)
+
+
+def test_a_column_without_bounds_has_no_public_bands() -> None:
+    with pytest.raises(QueryError, match="no declared bounds"):
+        computed_key(parse_one("FLOOR(state / 10)"), _table(), lambda c: c.name)
+
+
+def test_max_bands_is_the_limit() -> None:
+    assert len(_domain(f"FLOOR(age * {MAX_BANDS / 100})")) == MAX_BANDS - MAX_BANDS // 100 + 1
+
+
+def _people(seed: int = 3) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(1, 6, size=300)  # up to 5 rows: some units exceed the bound of 3
+    pid = np.repeat(np.arange(sizes.size), sizes)
+    n = pid.size
+    income = rng.uniform(-100, 1100, n)
+    income[rng.random(n) < 0.1] = np.nan
+    return pd.DataFrame(
+        {
+            "pid": pid,
+            "age": rng.integers(0, 120, n).astype(float),  # some beyond the bound of 99
+            "income": income,
+            "state": rng.choice(["CA", "NY", "TX"], n),
+        }
+    )
+
+
+def test_bands_group_like_the_same_bands_computed_by_hand(engine_kind: EngineKind) -> None:
+    frame = _people()
+    with open_session(_table(frame), engine=engine_kind) as session:
+        plan, exact = exact_aggregates(
+            session,
+            "SELECT FLOOR(age / 10) * 10 AS decade, COUNT(*) AS n FROM people GROUP BY decade",
+        )
+    # Units within their bounds (at most 3 rows) keep every row; the others keep 3 rows.
+    per_unit = frame.groupby("pid").size()
+    light = frame[frame["pid"].isin(per_unit[per_unit <= 3].index)]
+    light = light[light["age"] <= 99]
+    truth = (np.floor(light["age"] / 10) * 10).astype(int).value_counts()
+    got = dict(
+        zip([k[0] for k in exact.keys], exact.columns[plan.measurements[0].result], strict=True)
+    )
+    heavy_rows = frame[frame["pid"].isin(per_unit[per_unit > 3].index)]
+    for band in range(0, 100, 10):
+        # units beyond their bounds keep 3 of their rows: between the light count and it plus
+        # 3 per heavy unit with a row in the band
+        heavy_units = heavy_rows[np.floor(heavy_rows["age"] / 10) * 10 == band]["pid"].nunique()
+        assert truth.get(band, 0) <= got.get(band, 0) <= truth.get(band, 0) + 3 * heavy_units
+    assert set(got) <= set(range(0, 100, 10))  # ages beyond 99 are in no band
+
+
+def test_both_engines_agree_on_computed_keys(spark: object) -> None:
+    frame = _people(5)
+    query = (
+        "SELECT FLOOR(income / 500) * 500 AS band, state, COUNT(*), SUM(age), "
+        "COUNT(DISTINCT pid) AS units FROM people WHERE age > 10 GROUP BY band, state"
+    )
+    results = []
+    for kind in ("duckdb", "spark"):
+        with open_session(_table(frame), engine=kind) as session:  # type: ignore[arg-type]
+            plan, exact = exact_aggregates(session, query)
+            rows = {
+                tuple(key): tuple(int(exact.columns[m.result][i]) for m in plan.measurements)
+                for i, key in enumerate(exact.keys)
+            }
+            results.append(rows)
+    assert results[0] == results[1]
+    assert {k[0] for k in results[0]} <= {-500, 0, 500, 1000}
+
+
+def test_a_computed_key_is_released_with_its_alias_and_every_band(engine_kind: EngineKind) -> None:
+    with open_session(_table(_people()), engine=engine_kind) as session:
+        release = session.sql(
+            "SELECT FLOOR(age / 25) AS quarter, COUNT(*) AS n FROM people GROUP BY quarter",
+            epsilon=1.0,
+        )
+    assert list(release.table.columns[:2]) == ["quarter", "n"]
+    assert release.table["quarter"].tolist() == [0, 1, 2, 3]
+
+
+def test_selecting_another_expression_than_the_key_is_refused() -> None:
+    with open_session(_table(_people())) as session:
+        with pytest.raises(QueryError, match="neither a group key nor an aggregate"):
+            session.sql(
+                "SELECT FLOOR(age / 10) AS d, COUNT(*) FROM people GROUP BY FLOOR(age / 5)",
+                epsilon=1.0,
+            )
+        with pytest.raises(QueryError, match="privacy unit"):
+            session.sql("SELECT COUNT(*) FROM people GROUP BY FLOOR(pid / 10)", epsilon=1.0)
+        assert session.spent.epsilon == 0.0
