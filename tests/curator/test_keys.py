@@ -164,3 +164,70 @@ def test_selecting_another_expression_than_the_key_is_refused() -> None:
         with pytest.raises(QueryError, match="privacy unit"):
             session.sql("SELECT COUNT(*) FROM people GROUP BY FLOOR(pid / 10)", epsilon=1.0)
         assert session.spent.epsilon == 0.0
+
+
+AGE_GROUPS = "CASE WHEN age < 18 THEN 'child' WHEN age < 65 THEN 'adult' ELSE 'senior' END"
+
+
+@pytest.mark.parametrize(
+    ("sql", "domain"),
+    [
+        (AGE_GROUPS, ("child", "adult", "senior")),
+        (
+            "CASE WHEN state = 'CA' THEN 'west' WHEN state = 'NY' THEN 'east' ELSE 'west' END",
+            ("west", "east"),
+        ),
+        ("CASE WHEN age < 50 THEN 0 ELSE 1 END", (0, 1)),
+        ("(CASE WHEN income IS NULL THEN -1 WHEN income < 0 THEN 2.5 END)", (-1, 2.5)),
+    ],
+)
+def test_a_case_of_literals_has_its_literals_as_domain(
+    sql: str, domain: tuple[object, ...]
+) -> None:
+    assert _domain(sql) == domain
+
+
+def test_a_case_with_a_computed_result_is_refused() -> None:
+    with pytest.raises(QueryError, match="is not a literal"):
+        _domain("CASE WHEN age < 18 THEN state ELSE 'x' END")
+
+
+def test_case_buckets_are_type_checked_like_a_filter(engine_kind: EngineKind) -> None:
+    with open_session(_table(_people()), engine=engine_kind) as session:
+        for query, message in [
+            ("CASE WHEN state > 1 THEN 'a' ELSE 'b' END", "cast"),
+            ("CASE WHEN age < 1 THEN 'a' ELSE 1 END", "mixes text and a number"),
+            ("CASE WHEN SUM(age) > 1 THEN 'a' ELSE 'b' END", "aggregate"),
+        ]:
+            with pytest.raises(QueryError, match=message):
+                session.sql(f"SELECT {query} AS k, COUNT(*) FROM people GROUP BY k", epsilon=1.0)
+        assert session.spent.epsilon == 0.0
+
+
+def test_both_engines_agree_on_case_buckets(spark: object) -> None:
+    frame = _people(7)
+    query = (
+        f"SELECT {AGE_GROUPS} AS age_group, COUNT(*) AS n, SUM(income) AS s FROM people "
+        "WHERE state <> 'TX' GROUP BY age_group"
+    )
+    results = []
+    for kind in ("duckdb", "spark"):
+        with open_session(_table(frame), engine=kind) as session:  # type: ignore[arg-type]
+            plan, exact = exact_aggregates(session, query)
+            results.append(
+                {
+                    key[0]: tuple(int(exact.columns[m.result][i]) for m in plan.measurements)
+                    for i, key in enumerate(exact.keys)
+                }
+            )
+            release = session.sql(query, epsilon=1.0)
+            assert release.table["age_group"].tolist() == ["child", "adult", "senior"]
+    assert results[0] == results[1]
+    light = frame.groupby("pid").size()
+    assert results[0]["child"][0] >= int(
+        (
+            (frame["age"] < 18)
+            & (frame["state"] != "TX")
+            & frame["pid"].isin(light[light <= 3].index)
+        ).sum()
+    )

@@ -8,10 +8,18 @@ treats the key like a declared one: every band of the domain is released, and a 
 falls outside it (a value beyond the declared bounds, NULL, NaN) is not counted, as a row
 outside a declared domain is not.
 
-A computed key is ``c * STEP(a * x + b) + d`` for one bounded numeric column ``x``, where
-``STEP`` is ``FLOOR`` or ``CEIL`` and ``a, b, c, d`` are number literals combined with ``+``,
-``-``, ``*`` and ``/`` (``a != 0``, ``c != 0``). Anything else is refused: its domain is not
-public (a continuous value, a text function, a column without bounds).
+A computed key is either
+
+- a band ``c * STEP(a * x + b) + d`` of one bounded numeric column ``x``, where ``STEP`` is
+  ``FLOOR`` or ``CEIL`` and ``a, b, c, d`` are number literals combined with ``+``, ``-``,
+  ``*`` and ``/`` (``a != 0``, ``c != 0``); or
+- a bucketing ``CASE WHEN <condition> THEN <literal> ... [ELSE <literal>] END`` whose every
+  result is a literal: its domain is those literals, whatever the conditions (row-wise filters,
+  checked like a WHERE clause); a row that meets no condition and has no ELSE is NULL, outside
+  the domain, and not counted.
+
+Anything else is refused: its domain is not public (a continuous value, a text function, a
+column without bounds, a CASE with a computed result).
 """
 
 from __future__ import annotations
@@ -90,6 +98,9 @@ def computed_key(node: exp.Expr, table: Table, column_of: Any) -> ComputedKey:
     >>> computed_key(parse_one("FLOOR(age / 10) * 10"), t, lambda c: c.name).domain
     (0, 10, 20, 30, 40, 50, 60, 70, 80, 90)
     """
+    inner = node.unnest()
+    if isinstance(inner, exp.Case):
+        return _bucket_key(inner, column_of)
     columns = {column_of(c) for c in node.find_all(exp.Column)}
     if len(columns) != 1:
         raise _not_public(node, "it must be computed from exactly one declared column")
@@ -108,11 +119,49 @@ def computed_key(node: exp.Expr, table: Table, column_of: Any) -> ComputedKey:
         )
     domain = tuple(_number(shape.c * n + shape.d, node) for n in range(shape.low, shape.high + 1))
 
+    expression = _quoted(node, column_of)
+    return ComputedKey(expression.sql(dialect="duckdb"), name, expression, domain)
+
+
+def _bucket_key(node: exp.Case, column_of: Any) -> ComputedKey:
+    """Return the key of a CASE whose every result is a literal (its domain, in order)."""
+    results = [when.args["true"] for when in node.args.get("ifs") or []]
+    if node.args.get("default") is not None:
+        results.append(node.args["default"])
+    domain: list[Any] = []
+    for result in results:
+        value = _literal_value(result.unnest())
+        if value is None:
+            raise _not_public(node, f"its result {_sql(result)!r} is not a literal")
+        if value not in domain:
+            domain.append(value)
+    columns = sorted({column_of(c) for c in node.find_all(exp.Column)})
+    if not columns:
+        raise _not_public(node, "it reads no column")
+
+    expression = _quoted(node, column_of)
+    return ComputedKey(expression.sql(dialect="duckdb"), columns[0], expression, tuple(domain))
+
+
+def _quoted(node: exp.Expr, column_of: Any) -> exp.Expr:
+    """``node`` with every column reference replaced by its quoted declared name."""
+
     def quote(sub: exp.Expr) -> exp.Expr:
         return exp.column(column_of(sub), quoted=True) if isinstance(sub, exp.Column) else sub
 
-    expression = node.copy().transform(quote)
-    return ComputedKey(expression.sql(dialect="duckdb"), name, expression, domain)
+    return node.copy().transform(quote)
+
+
+def _literal_value(node: exp.Expr) -> str | int | float | None:
+    if isinstance(node, exp.Literal) and node.is_string:
+        return str(node.this)
+    if isinstance(node, exp.Literal):
+        number = Fraction(node.this)
+        return int(number) if number.denominator == 1 else float(node.this)
+    if isinstance(node, exp.Neg) and isinstance(node.this, exp.Literal) and not node.this.is_string:
+        value = _literal_value(node.this)
+        return None if value is None or isinstance(value, str) else -value
+    return None
 
 
 def _shape(node: exp.Expr, low: Fraction, high: Fraction, whole: exp.Expr) -> _Linear | _Steps:

@@ -45,7 +45,7 @@ from dpcurator.curator._release import QueryRelease
 from dpcurator.curator._sql import parse_query
 from dpcurator.curator._statements import with_over, without_heavy
 from dpcurator.curator._table import Table, read_declaration
-from dpcurator.curator._types import check_where_types
+from dpcurator.curator._types import check_key_types, check_where_types
 from dpcurator.errors import InvalidParameterError, QueryError, QueryFailedError
 from dpcurator.noise import RandomSource, resolve_source
 
@@ -226,7 +226,10 @@ class Session:
     def _prepared(self, query: str, *, epsilon: float, delta: float) -> Plan:
         """Plan ``query`` and bind its statements in the engine (no rows read, nothing spent)."""
         parsed = parse_query(query, self._engine.tables)
-        check_where_types(parsed.where, self._engine.kinds(parsed.table.name))
+        kinds = self._engine.kinds(parsed.table.name)
+        check_where_types(parsed.where, kinds)
+        for key in parsed.computed.values():
+            check_key_types(key.expression, kinds)
         plan = make_plan(parsed, epsilon=epsilon, delta=delta)
         for statement in plan.statements.all:
             self._engine.prepare(statement, parsed.table.name)

@@ -518,6 +518,8 @@ def _computed_key(node: exp.Expr, query: _Context) -> ComputedKey:
                 f"GROUP BY {_sql(node)!r} is computed from the privacy unit: group by other "
                 "declared columns."
             )
+    if isinstance(node.unnest(), exp.Case):
+        _check_where(node, query)  # conditions: the row-wise operations a WHERE may use
     return computed_key(node, query.table, lambda c: _column_name(c, query))
 
 

@@ -33,7 +33,7 @@ from sqlglot import exp
 
 from dpcurator.errors import QueryError
 
-__all__ = ["Kind", "check_where_types", "kind_of_type"]
+__all__ = ["Kind", "check_key_types", "check_where_types", "kind_of_type"]
 
 
 class Kind(enum.Enum):
@@ -93,6 +93,17 @@ def check_where_types(where: exp.Expr | None, kinds: Mapping[str, Kind]) -> None
     """
     if where is not None:
         _Checker(kinds).expect(where, Kind.BOOLEAN, where)
+
+
+def check_key_types(expression: exp.Expr, kinds: Mapping[str, Kind]) -> None:
+    """Refuse a computed group key with an implicit cast between kinds (as in a WHERE clause).
+
+    Raises
+    ------
+    QueryError
+        As :func:`check_where_types`.
+    """
+    _Checker(kinds).kind(expression)
 
 
 _Handler = Callable[["_Checker", exp.Expr], "Kind | None"]
