@@ -351,7 +351,7 @@ def test_filter_validates_its_arguments() -> None:
         PrivacyFilter((1.0, 1e-6))  # type: ignore[arg-type]
     with pytest.raises(InvalidParameterError, match="accountant must be"):
         PrivacyFilter(Budget(1.0), 3)  # type: ignore[arg-type]
-    with pytest.raises(InvalidParameterError, match="name must be one of"):
+    with pytest.raises(InvalidParameterError, match="accountant must be one of"):
         PrivacyFilter(Budget(1.0), "fancy")
     with pytest.raises(InvalidParameterError, match="adaptive_parameters must be True or False"):
         PrivacyFilter(Budget(1.0), adaptive_parameters="no")  # type: ignore[arg-type]

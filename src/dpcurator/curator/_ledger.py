@@ -68,7 +68,7 @@ from dpcurator._validation import ceil_float
 from dpcurator.accounting._budget import Budget
 from dpcurator.accounting._events import ComposedEvent, PrivacyEvent
 from dpcurator.accounting._filters import PrivacyFilter
-from dpcurator.accounting._registry import ACCOUNTANT_NAMES, make_accountant
+from dpcurator.accounting._registry import accountant_names, make_accountant
 from dpcurator.accounting._serialize import event_from_dict, event_to_dict
 from dpcurator.curator._ledger_amounts import brackets, exact_amounts, exact_text, increase, real
 from dpcurator.curator._ledger_key import (
@@ -190,7 +190,7 @@ class Ledger:
         The total budget of everything ever recorded in this file; finite for a file (an
         unlimited budget is accepted for a ``":memory:"`` ledger only).
     accountant : str, default "basic"
-        An accountant name from :data:`~dpcurator.accounting.ACCOUNTANT_NAMES`.
+        An accountant name (built in, or registered with ``register_accountant``).
     adaptive_parameters : bool, default True
         Passed to the filter: ``False`` declares that every release's privacy parameters are
         fixed in advance (required for accountants that are not fully adaptive).
@@ -246,9 +246,11 @@ class Ledger:
             raise InvalidParameterError("path", path, "must be a file path (str or PathLike)")
         if not isinstance(budget, Budget):
             raise InvalidParameterError("budget", budget, "must be a Budget")
-        if not isinstance(accountant, str) or accountant not in ACCOUNTANT_NAMES:
+        if not isinstance(accountant, str) or accountant not in accountant_names():
             raise InvalidParameterError(
-                "accountant", accountant, f"must be one of {', '.join(map(repr, ACCOUNTANT_NAMES))}"
+                "accountant",
+                accountant,
+                f"must be one of {', '.join(map(repr, accountant_names()))}",
             )
         if not isinstance(adaptive_parameters, bool):
             raise InvalidParameterError(

@@ -34,7 +34,8 @@ import pandas as pd
 from sqlglot import exp
 
 from dpcurator._validation import check_probability
-from dpcurator.accounting import ACCOUNTANT_NAMES, Budget
+from dpcurator.accounting import Budget
+from dpcurator.accounting._registry import make_accountant
 from dpcurator.curator._accuracy import Predicted, Target, epsilon_for, predicted_errors
 from dpcurator.curator._duckdb import DuckDBEngine
 from dpcurator.curator._engine import SOURCE, Engine, declared_tables, render
@@ -157,10 +158,7 @@ class Session:
         if not isinstance(budget, Budget):
             raise InvalidParameterError("budget", budget, "must be a Budget(epsilon, delta)")
         name = DEFAULT_ACCOUNTANT if accountant is None else accountant
-        if name not in ACCOUNTANT_NAMES:
-            raise InvalidParameterError(
-                "accountant", accountant, f"must be one of {', '.join(ACCOUNTANT_NAMES)}"
-            )
+        make_accountant(name)  # refuses a name no accountant has (nothing opened yet)
         self._confidence = check_probability(
             confidence, "confidence", open_left=True, open_right=True
         )
