@@ -19,6 +19,8 @@ error raised while rows are read (see :meth:`~dpcurator.curator.Session.sql`).
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, ClassVar, Protocol, Self, runtime_checkable
@@ -228,6 +230,37 @@ def _spark_fixes(node: exp.Expr) -> exp.Expr:
 _DIALECT_FIXES: dict[str, Callable[[exp.Expr], exp.Expr]] = {"spark": _spark_fixes}
 
 
+class _Rendered:
+    """The SQL text of recently rendered statements (trees are never changed once built).
+
+    Keyed by the statement object's identity (kept alive by the entry, so that its id is not
+    reused), the relation's SQL and the dialect: a plan's statements are rendered to bind them,
+    to run them and to report them, and a session reuses its plans, so most renders repeat.
+    """
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._entries: OrderedDict[tuple[int, str, str], tuple[exp.Query, str]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, statement: exp.Query, key: tuple[int, str, str]) -> str | None:
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None or entry[0] is not statement:
+                return None
+            self._entries.move_to_end(key)
+            return entry[1]
+
+    def put(self, statement: exp.Query, key: tuple[int, str, str], sql: str) -> None:
+        with self._lock:
+            self._entries[key] = (statement, sql)
+            while len(self._entries) > self._size:
+                self._entries.popitem(last=False)
+
+
+_RENDERED = _Rendered(512)
+
+
 def render(statement: exp.Query, relation: exp.Expr, dialect: str) -> str:
     """Render ``statement`` in ``dialect`` with :data:`SOURCE` replaced by ``relation``.
 
@@ -236,6 +269,15 @@ def render(statement: exp.Query, relation: exp.Expr, dialect: str) -> str:
     >>> render(tree, exp.to_table("people"), "spark")
     'SELECT COUNT(*) AS n FROM people'
     """
+    key = (id(statement), relation.sql(), dialect)
+    cached = _RENDERED.get(statement, key)
+    if cached is None:
+        cached = _render(statement, relation, dialect)
+        _RENDERED.put(statement, key, cached)
+    return cached
+
+
+def _render(statement: exp.Query, relation: exp.Expr, dialect: str) -> str:
 
     def bind(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Table) and node.name == SOURCE and not node.args.get("db"):

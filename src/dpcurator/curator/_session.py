@@ -167,6 +167,8 @@ class Session:
         self._lock = threading.RLock()
         self._engine = _engine(declared, engine, connection)
         self._over: dict[tuple[object, ...], _Over] = {}
+        self._plans: dict[tuple[str, float, float], Plan] = {}
+        self._runnables: dict[tuple[int, int], tuple[exp.Query, _Over, exp.Query]] = {}
         try:
             self._ledger = Ledger(
                 path,
@@ -223,12 +225,18 @@ class Session:
 
     def _prepared(self, query: str, *, epsilon: float, delta: float) -> Plan:
         """Plan ``query`` and bind its statements in the engine (no rows read, nothing spent)."""
-        parsed = parse_query(query, self._engine.tables)
+        key = (query, epsilon, delta)
+        plan = self._plans.get(key)
+        if plan is None:  # a plan is a function of the query and the declarations only
+            plan = make_plan(parse_query(query, self._engine.tables), epsilon=epsilon, delta=delta)
+            self._plans[key] = plan
+            while len(self._plans) > _PLANS_KEPT:
+                self._plans.pop(next(iter(self._plans)))
+        parsed = plan.query
         kinds = self._engine.kinds(parsed.table.name)
         check_where_types(parsed.where, kinds)
-        for key in parsed.computed.values():
-            check_key_types(key.expression, kinds)
-        plan = make_plan(parsed, epsilon=epsilon, delta=delta)
+        for computed in parsed.computed.values():
+            check_key_types(computed.expression, kinds)
         for statement in plan.statements.all:
             self._engine.prepare(statement, parsed.table.name)
         return plan
@@ -254,10 +262,19 @@ class Session:
             count = self._engine.run(exp.select("COUNT(*) AS n").from_(units), table)
             cached = _Over(version, units, int(count["n"][0]) == 0)
             self._over[key] = cached
-        if cached.empty:
-            return lambda statement: self._engine.run(without_heavy(statement), table)
-        units = cached.units
-        return lambda statement: self._engine.run(with_over(statement, units), table)
+        return lambda statement: self._engine.run(self._runnable(statement, cached), table)
+
+    def _runnable(self, statement: exp.Query, over: _Over) -> exp.Query:
+        """``statement`` reading the cached units beyond their bounds (the tree kept per pair)."""
+        key = (id(statement), id(over))
+        kept = self._runnables.get(key)
+        if kept is None or kept[0] is not statement or kept[1] is not over:
+            tree = without_heavy(statement) if over.empty else with_over(statement, over.units)
+            kept = (statement, over, tree)
+            self._runnables[key] = kept
+            while len(self._runnables) > _PLANS_KEPT:
+                self._runnables.pop(next(iter(self._runnables)))
+        return kept[2]
 
     def predicted_errors(
         self, query: str, *, epsilon: float, delta: float = 0.0
@@ -461,6 +478,10 @@ class _Over:
     version: Hashable
     units: exp.Table
     empty: bool
+
+
+_PLANS_KEPT = 256
+"""Plans (and their statements reading cached units) a session keeps for repeated queries."""
 
 
 def _target(target_ci: float | None, target_std: float | None) -> Target:
