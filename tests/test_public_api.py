@@ -14,11 +14,14 @@ PACKAGES = [
     "dpcurator.cli",
     "dpcurator.local",
     "dpcurator.datasets",
+    "dpcurator.examples",
     "dpcurator.curator",
     "dpcurator.hierarchy",
     "dpcurator.attacks",
     "dpcurator.audit",
     "dpcurator.learn",
+    "dpcurator.service",
+    "dpcurator.client",
 ]
 
 

@@ -12,6 +12,9 @@ Layers (each imports only from the ones above it in this list):
   mechanism, report-noisy-max, sparse vector. Each release returns its value, its privacy event
   and its error model.
 
+Importing a package is cheap: heavy dependencies (SciPy, pandas, scikit-learn, PyTorch) are
+imported when the names that need them are first used.
+
 Examples
 --------
 >>> import dpcurator
@@ -21,13 +24,17 @@ Examples
 
 from __future__ import annotations
 
-from dpcurator.accounting import Budget
+from typing import TYPE_CHECKING
+
+from dpcurator._lazy import lazy_exports
 from dpcurator.errors import (
     BudgetExceededError,
     DPError,
     InfeasibleConstraintsError,
     InternalError,
     InvalidParameterError,
+    MissingDependencyError,
+    PrivacyWarning,
     QueryError,
     QueryFailedError,
     UnsupportedError,
@@ -35,6 +42,15 @@ from dpcurator.errors import (
 )
 
 __version__ = "0.1.0"
+"""The version: written here only; the package metadata reads it (pyproject.toml)."""
+
+# Imported when first used, so that ``import dpcurator`` loads no SciPy (dpcurator._lazy).
+_EXPORTS: dict[str, str] = {"Budget": "dpcurator.accounting"}
+
+if TYPE_CHECKING:
+    from dpcurator.accounting import Budget
+else:
+    __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, namespace=globals())
 
 __all__ = [
     "Budget",
@@ -43,6 +59,8 @@ __all__ = [
     "InfeasibleConstraintsError",
     "InternalError",
     "InvalidParameterError",
+    "MissingDependencyError",
+    "PrivacyWarning",
     "QueryError",
     "QueryFailedError",
     "UnsupportedError",

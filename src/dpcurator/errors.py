@@ -18,6 +18,8 @@ __all__ = [
     "InfeasibleConstraintsError",
     "InternalError",
     "InvalidParameterError",
+    "MissingDependencyError",
+    "PrivacyWarning",
     "QueryError",
     "QueryFailedError",
     "UnsupportedError",
@@ -51,6 +53,42 @@ class InvalidParameterError(DPError, ValueError, TypeError):
 
 class UnsupportedError(DPError):
     """An operation that dpcurator does not support, with what would work instead."""
+
+
+class MissingDependencyError(UnsupportedError, ImportError):
+    """A part of dpcurator needs an optional dependency that is not installed.
+
+    Also an :class:`ImportError`, so ``except ImportError`` around an optional import still
+    works. The message says what to install.
+
+    Parameters
+    ----------
+    feature : str
+        What needs it, as the user wrote it (``"dpcurator.learn"``).
+    package : str
+        The missing distribution's name on PyPI (``"scikit-learn"``).
+    extra : str
+        dpcurator's extra that installs it (``"learn"``).
+
+    Examples
+    --------
+    >>> error = MissingDependencyError("dpcurator.learn", "scikit-learn", "learn")
+    >>> print(error)
+    dpcurator.learn needs scikit-learn, which is not installed: pip install 'dpcurator[learn]' \
+(or pip install scikit-learn).
+    >>> isinstance(error, ImportError), error.name
+    (True, 'scikit-learn')
+    """
+
+    def __init__(self, feature: str, package: str, extra: str) -> None:
+        self.feature = feature
+        self.package = package
+        self.extra = extra
+        super().__init__(
+            f"{feature} needs {package}, which is not installed: pip install "
+            f"'dpcurator[{extra}]' (or pip install {package})."
+        )
+        self.name = package
 
 
 class UnsupportedEventError(UnsupportedError):
@@ -97,3 +135,23 @@ class BudgetExceededError(DPError):
 
 class InternalError(DPError, AssertionError):
     """An internal invariant failed: this is a bug in dpcurator, please report it."""
+
+
+class PrivacyWarning(UserWarning):
+    """A default or a use that may protect less, or answer less, than the user expects.
+
+    Warned, not raised: the release is still differentially private as declared, but the
+    declaration rests on a default the user may not have chosen (contribution bounds left at
+    one row per unit silently drop the rest of each unit's rows). Say the value explicitly to
+    silence it, or filter it deliberately: ``warnings.simplefilter("ignore", PrivacyWarning)``.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> from dpcurator import PrivacyWarning
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     warnings.warn("a default was used", PrivacyWarning, stacklevel=1)
+    >>> caught[0].category.__name__
+    'PrivacyWarning'
+    """

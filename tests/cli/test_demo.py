@@ -114,6 +114,7 @@ def _small_cps(rows_per_state: int) -> Table:
         "cps",
         frame,
         privacy_unit="household_id",
+        max_rows_per_unit=1,
         columns=[
             Column("state", domain=STATES),
             Column("wages", lower=0, upper=100_000, nullable=False),

@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 import dpcurator.noise._source as source_module
 from dpcurator.cli import app
 from dpcurator.curator import Ledger, read_declaration
+from dpcurator.datasets import dataset_path
 from dpcurator.noise import InsecureSeededSource
 
 runner = CliRunner()
@@ -379,20 +380,39 @@ def test_explain_plans_without_spending(people: Path) -> None:
     assert "would be refused" in text and "bounded SQL" in text
 
 
+def test_a_target_accuracy_decides_the_epsilon(people: Path) -> None:
+    count = "SELECT state, COUNT(*) AS n FROM people GROUP BY state"
+    args = ["query", "--table", str(people)]
+    planned = _json([*args, "--explain", "--target-ci", "30", count])
+    assert planned["predicted"][0]["aggregate"] == "n"
+    assert planned["predicted"][0]["half_width_95"] <= 30
+    epsilon = planned["epsilon"]
+    looser = _json([*args, "--explain", "--epsilon", str(epsilon * 0.9), count])
+    assert looser["predicted"][0]["half_width_95"] > 30  # the smallest epsilon that meets it
+    assert not (people.parent / "people.ledger.sqlite").exists()  # planning spent nothing
+    answered = _json([*args, "--target-ci", "30", count])
+    assert answered["charged"]["epsilon"] == pytest.approx(epsilon)
+    assert all(row["n_ci_high"] - row["n"] <= 30 for row in answered["table"])
+    text = _invoke([*args, "--explain", "--target-std", "5", count]).output
+    assert "predicted error of n" in text and "target std 5" in text
+    refused = _json([*args, "--target-ci", "30", "SELECT AVG(income) FROM people"], code=2)
+    assert "cannot be promised" in refused["error"]
+    both = _json([*args, "--epsilon", "1", "--target-ci", "30", count], code=2)
+    assert "must not be given" in both["error"]
+    assert _entries(people.parent / "people.ledger.sqlite") == [count]
+
+
 def test_the_example_declaration_answers_queries(tmp_path: Path, seeded_noise: None) -> None:
     declaration = read_declaration(EXAMPLE)
     assert declaration.table.name == "cps" and declaration.budget is not None
     assert declaration.ledger_path == str(EXAMPLE.parent / "cps.ledger.sqlite")
     assert declaration.ledger_key == str(EXAMPLE.parent / "cps.ledger.key")
-    # A copy of the example, so that its ledger and key are written here, not in examples/.
+    # A copy of the example, so that its ledger and key are written here, not in examples/: it
+    # names the shipped table (dataset = "cps"), so it works wherever it is copied.
     source = str(declaration.table.source)
     copy = tmp_path / "cps.toml"
-    copy.write_text(
-        EXAMPLE.read_text().replace(
-            'source = "../src/dpcurator/datasets/data/cps.parquet"', f"source = {source!r}"
-        )
-    )
-    assert str(read_declaration(copy).table.source) == source
+    copy.write_text(EXAMPLE.read_text())
+    assert str(read_declaration(copy).table.source) == source == str(dataset_path("cps"))
     args = ["query", "--table", str(copy), "--epsilon", "0.1"]
     out = _json([*args, "SELECT COUNT(*) AS tax_units FROM cps"])
     # 280,005 tax units, 1,232 of them beyond the bound of 4 per household.

@@ -245,7 +245,7 @@ def _extreme_tables(lower: float, upper: float, rows_at_lower: int) -> tuple[Tab
             Column("g", domain=list(range(EXTREME_GROUPS))),
             Column("x", lower=lower, upper=upper, nullable=False),
         ]
-        tables.append(Table("t", frame, columns=columns, privacy_unit="pid"))
+        tables.append(Table("t", frame, columns=columns, privacy_unit="pid", max_rows_per_unit=1))
     return tables[0], tables[1]
 
 

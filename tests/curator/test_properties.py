@@ -1202,7 +1202,7 @@ HOSTILE_DECLARATIONS: dict[str, dict[str, Any]] = {
     "spec", list(HOSTILE_DECLARATIONS.values()), ids=list(HOSTILE_DECLARATIONS)
 )
 def test_hostile_declaration_raises_only_dperror(spec: dict[str, Any]) -> None:
-    options = {k: v for k, v in spec.items() if k.startswith("max_")}
+    options = {"max_rows_per_unit": 1, **{k: v for k, v in spec.items() if k.startswith("max_")}}
     column = {k: v for k, v in spec.items() if not k.startswith("max_")}
     with suppress(DPError):
         Table("t", pd.DataFrame(), columns=[Column("v", **column)], privacy_unit="u", **options)
@@ -1240,7 +1240,9 @@ def test_extreme_bounds_are_refused_or_sound(bounds: tuple[float, float], query:
                 "v": pa.array([None if r[1] is None else float(r[1]) for r in kept], pa.float64()),
             }
         )
-        table = Table("t", source, privacy_unit="u", columns=[Column("u"), column])
+        table = Table(
+            "t", source, privacy_unit="u", max_rows_per_unit=1, columns=[Column("u"), column]
+        )
         with Session(
             table, Budget(1e300, 0.9), ledger=":memory:", source=InsecureSeededSource(0)
         ) as session:
@@ -1285,7 +1287,9 @@ def test_released_groups_do_not_follow_the_row_order(query: str, seed: int) -> N
     )
     order = np.random.default_rng(seed).permutation(units)  # test data, not privacy noise
     columns = (Column("hh"), Column("x"), Column("name"), Column("flag"))
-    declared = Declared({"privacy_unit": "hh"}, (*columns, Column("v", lower=0, upper=10)))
+    declared = Declared(
+        {"privacy_unit": "hh", "max_rows_per_unit": 1}, (*columns, Column("v", lower=0, upper=10))
+    )
     ask = Ask(query, 100.0, 1e-3)
 
     def run(source: pa.Table) -> Outcome:

@@ -56,7 +56,9 @@ def _table(frame: pd.DataFrame, **columns: Column) -> Table:
         "age": Column("age", lower=0, upper=120),
         **columns,
     }
-    return Table("people", frame, privacy_unit="hh", columns=list(declared.values()))
+    return Table(
+        "people", frame, privacy_unit="hh", max_rows_per_unit=1, columns=list(declared.values())
+    )
 
 
 def _session(
@@ -145,7 +147,8 @@ def test_the_cli_prints_no_engine_text(tmp_path: Path) -> None:
     toml = tmp_path / "people.toml"
     toml.write_text(
         '[table]\nname = "people"\nsource = "people.parquet"\nprivacy_unit = "hh"\n'
-        "[budget]\nepsilon = 1.0\n[columns.name]\n[columns.age]\nlower = 0\nupper = 120\n"
+        "max_rows_per_unit = 1\n[budget]\nepsilon = 1.0\n"
+        "[columns.name]\n[columns.age]\nlower = 0\nupper = 120\n"
     )
     result = CliRunner().invoke(app, ["query", "--table", str(toml), "--epsilon", "0.01", PROBE])
     assert result.exit_code == 0, result.output
@@ -192,7 +195,11 @@ def test_one_row_moves_a_centred_sum_by_at_most_its_charge(
     # twice, and the centred squares by four times, what the plan charged.
     frame = pd.DataFrame({"hh": [1], "x": [upper]})
     table = Table(
-        "people", frame, privacy_unit="hh", columns=[Column("x", lower=lower, upper=upper)]
+        "people",
+        frame,
+        privacy_unit="hh",
+        max_rows_per_unit=1,
+        columns=[Column("x", lower=lower, upper=upper)],
     )
     for value in (lower, upper, float(Fraction(lower + upper) / 2)):
         frame.loc[0, "x"] = value
@@ -213,7 +220,9 @@ def test_discovered_groups_come_back_sorted_whatever_the_engine_order(
     flipped = pd.concat([many.iloc[200:], many.iloc[:200]], ignore_index=True)
     orders = []
     for frame in (many, flipped):
-        table = Table("people", frame, privacy_unit="hh", columns=[Column("city")])
+        table = Table(
+            "people", frame, privacy_unit="hh", max_rows_per_unit=1, columns=[Column("city")]
+        )
         # DuckDB on one thread returns groups in the order it meets them.
         connection = duckdb.connect(config={"threads": 1}) if engine_kind == "duckdb" else None
         with Session(

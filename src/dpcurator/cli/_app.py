@@ -21,28 +21,20 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+# Only light modules at the top (dpcurator --help must start fast, benchmarks/bench_startup.py):
+# SciPy-backed accounting and the demo, tour, audit and local modules load when they run.
 from dpcurator.accounting import (
-    ACCOUNTANT_NAMES,
     ComposedEvent,
     GaussianEvent,
     PoissonSampledEvent,
     PrivacyEvent,
     SelfComposedEvent,
-    discrete_gaussian_sigma,
-    dpsgd_noise_multiplier,
-    gaussian_sigma_analytic,
-    gaussian_sigma_classic,
-    laplace_scale,
-    make_accountant,
 )
-from dpcurator.cli._audit import audit as audit_command
-from dpcurator.cli._demo import DEFAULT_OUT, run_demo
-from dpcurator.cli._local import app as local_app
+from dpcurator.cli._lazy import LazyCommand, lazy_group
 from dpcurator.cli._query import ledger as ledger_command
 from dpcurator.cli._query import query as query_command
 from dpcurator.cli._release import release as release_command
 from dpcurator.cli._specs import parse_spec, parse_spec_file
-from dpcurator.cli._tour import run_tour
 from dpcurator.errors import DPError, InvalidParameterError, UnsupportedEventError
 
 __all__ = ["app", "main"]
@@ -52,21 +44,73 @@ app = typer.Typer(
     help="Differential privacy: a privacy calculator, private SQL, local-DP simulations, the demo.",
     no_args_is_help=True,
     add_completion=False,
+    cls=lazy_group(
+        {
+            "audit": LazyCommand(
+                "dpcurator.cli._audit",
+                "audit",
+                "Audit every mechanism: claimed epsilon against the certified lower bound.",
+            ),
+            "local": LazyCommand(
+                "dpcurator.cli._local",
+                "app",
+                "Local differential privacy: simulate devices that randomise their own values.",
+            ),
+            "serve": LazyCommand(
+                "dpcurator.cli._serve",
+                "serve",
+                "Serve the declared tables to analysts over HTTP (the steward's command).",
+            ),
+            "admin": LazyCommand(
+                "dpcurator.cli._admin",
+                "app",
+                "The steward's commands: analysts, keys, budgets (audited), the ledger.",
+            ),
+            "demo-service": LazyCommand(
+                "dpcurator.cli._serve",
+                "demo_service",
+                "Run the service end to end on the bundled CPS data.",
+            ),
+        }
+    ),
 )
-app.add_typer(local_app, name="local")
 app.command(name="query")(query_command)
 app.command(name="ledger")(ledger_command)
-app.command(name="audit")(audit_command)
 app.command(name="release")(release_command)
 console = Console()
 
-_ACCOUNTANT_HELP = f"Accountant: one of {', '.join(ACCOUNTANT_NAMES)}, or 'all'."
+
+def _print_version(value: bool) -> None:
+    if value:
+        from dpcurator import __version__  # noqa: PLC0415 (only when asked)
+
+        typer.echo(f"dpcurator {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", is_eager=True, callback=_print_version, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Options of the ``dpcurator`` command itself."""
+
+
+# The names of ACCOUNTANT_NAMES, written out so that --help imports no SciPy (a test compares).
+_ACCOUNTANT_HELP = "Accountant: one of basic, advanced, optimal, rdp, zcdp, pld, or 'all'."
+_DEMO_OUT = Path("demo-output")  # dpcurator.cli._demo.DEFAULT_OUT (a test compares)
 
 
 def _epsilons(
     event: PrivacyEvent, delta: float, accountant: str
 ) -> list[tuple[str, float | None, str]]:
     """Epsilon under each requested accountant: (name, epsilon or None, note)."""
+    from dpcurator.accounting import ACCOUNTANT_NAMES, make_accountant  # noqa: PLC0415
+
     names = ACCOUNTANT_NAMES if accountant == "all" else (accountant,)
     rows: list[tuple[str, float | None, str]] = []
     for name in names:
@@ -148,6 +192,14 @@ def noise(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Answer the inverse question: how much noise achieves a target epsilon."""
+    from dpcurator.accounting import (  # noqa: PLC0415 (SciPy: only when asked)
+        discrete_gaussian_sigma,
+        dpsgd_noise_multiplier,
+        gaussian_sigma_analytic,
+        gaussian_sigma_classic,
+        laplace_scale,
+    )
+
     results: dict[str, float] = {}
     try:
         if mechanism == "dpsgd":
@@ -212,16 +264,20 @@ def compose(
 def demo(
     out: Annotated[
         Path, typer.Option(help="Folder for the database, declaration, ledger and plot.")
-    ] = DEFAULT_OUT,
+    ] = _DEMO_OUT,
     quick: Annotated[bool, typer.Option("--quick", help="Fewer simulation repeats.")] = False,
 ) -> None:
     """Run the curator demo: private SQL over real CPS tax units, a budget, the ledger, a plot."""
+    from dpcurator.cli._demo import run_demo  # noqa: PLC0415
+
     run_demo(console, out, quick=quick)
 
 
 @app.command()
 def tour() -> None:
     """Run the tour: secure noise, randomized response, Laplace, accounting, budgets."""
+    from dpcurator.cli._tour import run_tour  # noqa: PLC0415
+
     run_tour(console)
 
 

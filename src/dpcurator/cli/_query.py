@@ -186,6 +186,7 @@ def _explain(table: Path, sql: str, *, epsilon: float, delta: float, as_json: bo
     declaration = read_declaration(table)
     with Session(declaration.table, Budget.unlimited(), ledger=":memory:") as planner:
         plan = planner.plan(sql, epsilon=epsilon, delta=delta)
+        predicted = planner.predicted_errors(sql, epsilon=epsilon, delta=delta)
     ledger_file = declaration.ledger_path
     verdict: dict[str, Any] = {"ledger": ledger_file, "exists": Path(ledger_file).is_file()}
     if not verdict["exists"] and Path(declaration.ledger_key).is_file():
@@ -225,6 +226,10 @@ def _explain(table: Path, sql: str, *, epsilon: float, delta: float, as_json: bo
                 for m in plan.measurements
             ],
             "threshold": plan.threshold,
+            "predicted": [
+                {"aggregate": p.alias, "std": p.std, "half_width_95": p.half_width}
+                for p in predicted
+            ],
             "bounded_sql": plan.sql,
             "quantile_sql": plan.quantile_sql,
             "ledger": verdict,
@@ -238,6 +243,11 @@ def _explain(table: Path, sql: str, *, epsilon: float, delta: float, as_json: bo
     if plan.threshold is not None:
         console.print(
             f"partition selection keeps groups with a noisy unit count ≥ {plan.threshold}"
+        )
+    for p in predicted:
+        console.print(
+            f"predicted error of {escape(p.alias)}: ± {p.half_width:,.4g} (95% interval), "
+            f"std {p.std:,.4g}, in every group"
         )
     console.print(
         "[bold]bounded SQL[/] (the engine runs this, with the source in place of __source):"
@@ -261,14 +271,14 @@ def _explain(table: Path, sql: str, *, epsilon: float, delta: float, as_json: bo
 def query(  # noqa: PLR0917 (typer commands take their options as parameters)
     sql: Annotated[str, typer.Argument(help="The aggregate SQL query.", show_default=False)],
     table: Annotated[
-        Path,
+        Path | None,
         typer.Option(
             "--table",
             help="TOML declaration of the table: its budget, and the ledger and key file that "
             "record every answer (its \\[ledger] section; default <name>.ledger.sqlite and "
             "<name>.ledger.key next to it).",
         ),
-    ],
+    ] = None,
     epsilon: Annotated[
         float | None, typer.Option(help="The query's epsilon (required unless --explain).")
     ] = None,
@@ -279,6 +289,25 @@ def query(  # noqa: PLR0917 (typer commands take their options as parameters)
         bool, typer.Option("--explain", help="Show the plan; read no data, spend nothing.")
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    target_ci: Annotated[
+        float | None,
+        typer.Option(
+            "--target-ci",
+            help="Instead of --epsilon: the 95% interval's half-width wanted for every count "
+            "and sum; the smallest epsilon that gives it is charged (shown by --explain).",
+        ),
+    ] = None,
+    target_std: Annotated[
+        float | None,
+        typer.Option("--target-std", help="Instead of --epsilon: the standard deviation wanted."),
+    ] = None,
+    server: Annotated[
+        str | None, typer.Option(help="A dpcurator server's URL (instead of --table).")
+    ] = None,
+    key: Annotated[
+        str | None,
+        typer.Option(envvar="DPCURATOR_KEY", help="Your API key for --server ($DPCURATOR_KEY)."),
+    ] = None,
 ) -> None:
     """Answer an aggregate SQL query over a declared table with differential privacy.
 
@@ -288,7 +317,30 @@ def query(  # noqa: PLR0917 (typer commands take their options as parameters)
     """
     from dpcurator.curator import Session  # noqa: PLC0415
 
+    if server is not None:  # the analyst's way: through the service (dpcurator.cli._serve)
+        from dpcurator.cli._serve import remote_query  # noqa: PLC0415
+
+        remote_query(
+            server, key, sql, epsilon=epsilon, delta=delta, explain=explain, as_json=as_json
+        )
+        return
     try:
+        if table is None:
+            raise InvalidParameterError("--table", None, "is required (or --server with --key)")
+        targeted = target_ci is not None or target_std is not None
+        if targeted and epsilon is not None:
+            raise InvalidParameterError(
+                "--epsilon", epsilon, "must not be given with --target-ci or --target-std"
+            )
+        if targeted:
+            epsilon = _epsilon_for_target(
+                table,
+                sql,
+                target_ci=target_ci,
+                target_std=target_std,
+                delta=delta,
+                as_json=as_json,
+            )
         if explain:
             if epsilon is None and not as_json:
                 console.print("[dim]no --epsilon given: planned at a nominal epsilon of 1[/]")
@@ -296,7 +348,9 @@ def query(  # noqa: PLR0917 (typer commands take their options as parameters)
             _explain(table, sql, epsilon=nominal, delta=delta, as_json=as_json)
             return
         if epsilon is None:
-            raise InvalidParameterError("--epsilon", None, "is required (or use --explain)")
+            raise InvalidParameterError(
+                "--epsilon", None, "is required (or --target-ci, --target-std or --explain)"
+            )
         with Session.from_toml(table) as session:
             release = session.sql(sql, epsilon=epsilon, delta=delta)
             budget = session.budget
@@ -312,6 +366,27 @@ def query(  # noqa: PLR0917 (typer commands take their options as parameters)
         return
     print_release(console, release, budget=budget)
     console.print(f"[dim]ledger: {escape(used)} (entry {release.entry_id})[/]")
+
+
+def _epsilon_for_target(
+    table: Path,
+    sql: str,
+    *,
+    target_ci: float | None,
+    target_std: float | None,
+    delta: float,
+    as_json: bool,
+) -> float:
+    """Return the smallest epsilon meeting the target (planned: nothing read, nothing spent)."""
+    from dpcurator.curator import Session, read_declaration  # noqa: PLC0415
+
+    declaration = read_declaration(table)
+    with Session(declaration.table, Budget.unlimited(), ledger=":memory:") as planner:
+        epsilon = planner.epsilon_for(sql, target_ci=target_ci, target_std=target_std, delta=delta)
+    if not as_json:
+        wanted = f"± {target_ci:g} (95%)" if target_ci is not None else f"std {target_std:g}"
+        console.print(f"[dim]target {wanted} for every count and sum: epsilon {epsilon:g}[/]")
+    return epsilon
 
 
 # --------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from rich.console import Console, Group
 from rich.table import Table as RichTable
 from rich.text import Text
 
+from dpcurator._display import MAX_ROWS, html_table, shorten
 from dpcurator.accounting import Budget, PrivacyEvent
 from dpcurator.curator._plan import Measurement
 
@@ -93,35 +94,93 @@ class QueryRelease:
         errors = {f"{c}{s}" for c in self.value_columns for s in ("_std", "_ci_low", "_ci_high")}
         return self.table[[c for c in self.table.columns if c not in errors]].copy()
 
+    @property
+    def interval_note(self) -> str:
+        """What the error columns describe: the noise around the bounded query, not raw data."""
+        pct = f"{100 * self.confidence:g}%"
+        return (
+            f"± std and [{pct} interval]: of the noise, for the bounded query (values clamped to "
+            "their declared bounds, each unit's contribution bounded), not for the raw data."
+        )
+
+    def _key_columns(self) -> list[str]:
+        errors = {f"{v}{s}" for v in self.value_columns for s in ("_std", "_ci_low", "_ci_high")}
+        return [c for c in self.table.columns if c not in self.value_columns and c not in errors]
+
+    def _has_error_bars(self, column: str) -> bool:
+        """Tell whether a column has a standard deviation (a median by the exponential has not)."""
+        std = self.table[f"{column}_std"]
+        return self.intervals.get(column) != "none" and not bool(std.isna().all())
+
+    def _header(self, column: str) -> str:
+        if not self._has_error_bars(column):
+            return f"{column}\n(no std)"
+        return f"{column}\n± std, [{100 * self.confidence:g}% interval]"
+
+    def _cell(self, row: pd.Series, column: str, *, markup: bool = True) -> str:
+        value = _fmt(row[column])
+        std = _fmt(row[f"{column}_std"])
+        if std == "-":  # no standard deviation: the value alone, never "± -"
+            return value
+        low, high = _fmt(row[f"{column}_ci_low"]), _fmt(row[f"{column}_ci_high"])
+        if "-" in (low, high):
+            return f"{value} ± {std}"
+        if not markup:
+            return f"{value} ± {std} [{low}, {high}]"
+        return f"{value} ± {std}\n[dim][{low}, {high}][/dim]"
+
+    def _charge_line(self) -> str:
+        return (
+            f"charged ε={self.charged.epsilon:.6g} δ={self.charged.delta:.3g} · "
+            f"left ε={self.remaining.epsilon:.6g} δ={self.remaining.delta:.3g} · "
+            f"ledger entry {self.entry_id}"
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"QueryRelease(query={shorten(self.query)!r}, rows={len(self.table)}, "
+            f"values={self.value_columns!r}, charged={self.charged!r}, "
+            f"remaining={self.remaining!r}, entry_id={self.entry_id})"
+        )
+
+    def _repr_html_(self) -> str:
+        """Render the release as an HTML table for notebooks (values ± std [interval])."""
+        key_columns = self._key_columns()
+        header = key_columns + [" ".join(self._header(c).split("\n")) for c in self.value_columns]
+        shown = self.table.head(MAX_ROWS)
+        rows = [
+            [str(row[c]) for c in key_columns]
+            + [self._cell(row, c, markup=False) for c in self.value_columns]
+            for _, row in shown.iterrows()
+        ]
+        notes = []
+        if any(self._has_error_bars(c) for c in self.value_columns):
+            notes.append(self.interval_note)
+        kinds = [
+            f"{c}: {_INTERVAL_KINDS.get(kind, kind)}"
+            for c, kind in self.intervals.items()
+            if kind != "exact"
+        ]
+        if kinds:
+            notes.append("; ".join(kinds))
+        notes.append(self._charge_line())
+        return html_table(header, rows, title=self.query, notes=notes, total_rows=len(self.table))
+
     def __rich__(self) -> Group:
         """Render values with +- std and intervals, the charge and the budget left."""
-        pct = f"{100 * self.confidence:g}%"
         table = RichTable(title=self.query, title_justify="left", show_lines=False)
-        key_columns = [
-            c
-            for c in self.table.columns
-            if c not in self.value_columns
-            and not any(
-                c == f"{v}{s}" for v in self.value_columns for s in ("_std", "_ci_low", "_ci_high")
-            )
-        ]
+        key_columns = self._key_columns()
         for c in key_columns:
             table.add_column(c, style="bold")
         for c in self.value_columns:
-            table.add_column(f"{c}\n± std, [{pct} interval]", justify="right")
+            table.add_column(self._header(c), justify="right")
         for _, row in self.table.iterrows():
             cells = [str(row[c]) for c in key_columns]
-            for c in self.value_columns:
-                low, high = _fmt(row[f"{c}_ci_low"]), _fmt(row[f"{c}_ci_high"])
-                interval = f"[dim][{low}, {high}][/dim]" if low != "-" else ""
-                cells.append(f"{_fmt(row[c])} ± {_fmt(row[f'{c}_std'])}\n{interval}")
+            cells.extend(self._cell(row, c) for c in self.value_columns)
             table.add_row(*cells)
-        footer = Text(
-            f"charged ε={self.charged.epsilon:.6g} δ={self.charged.delta:.3g} · "
-            f"left ε={self.remaining.epsilon:.6g} δ={self.remaining.delta:.3g} · "
-            f"ledger entry {self.entry_id}",
-            style="cyan",
-        )
+        footer = Text(self._charge_line(), style="cyan")
+        if any(self._has_error_bars(c) for c in self.value_columns):
+            return Group(table, Text(self.interval_note, style="dim"), footer)
         return Group(table, footer)
 
     def __str__(self) -> str:
@@ -155,6 +214,13 @@ class QueryRelease:
             "entry_id": self.entry_id,
             "bounded_sql": self.bounded_sql,
         }
+
+
+_INTERVAL_KINDS = {
+    "conservative": "conservative interval (union bound over two noises)",
+    "approximate": "approximate interval (delta method)",
+    "none": "no standard deviation or interval (chosen by the exponential mechanism)",
+}
 
 
 def _fmt(value: Any) -> str:

@@ -15,7 +15,7 @@ Examples
 --------
 >>> import pandas as pd
 >>> from dpcurator.curator import Column, Table
->>> t = Table("people", pd.DataFrame(), privacy_unit="pid", columns=[
+>>> t = Table("people", pd.DataFrame(), privacy_unit="pid", max_rows_per_unit=1, columns=[
 ...     Column("state", domain=["CA", "NY"]), Column("income", lower=0, upper=1000)])
 >>> q = parse_query("SELECT state, COUNT(*), AVG(income) FROM people GROUP BY state", {"people": t})
 >>> q.group_by, [type(a).__name__ for a in q.aggregates], [a.alias for a in q.aggregates]

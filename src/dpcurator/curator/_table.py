@@ -29,14 +29,16 @@ import math
 import os
 import re
 import tomllib
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from dpcurator._validation import check_finite, check_integer
 from dpcurator.accounting import Budget
-from dpcurator.errors import InvalidParameterError, QueryError
+from dpcurator.datasets import DATASETS, dataset_path
+from dpcurator.errors import InvalidParameterError, PrivacyWarning, QueryError
 from dpcurator.noise import FixedPointRange
 
 __all__ = ["Column", "Declaration", "Table", "read_declaration"]
@@ -45,6 +47,29 @@ _TABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DOMAIN_TYPES = (str, int, float, bool)
 MAX_DOMAIN = 1_000_000
 """Largest public domain (or product of domains of the group keys) a query may release."""
+
+
+class _DefaultBound(int):
+    """The default of ``max_rows_per_unit`` (1), told apart from an explicit 1 to warn."""
+
+    __slots__ = ()
+
+
+_DEFAULT_ROWS: Final[int] = _DefaultBound(1)
+
+
+def _warn_default_rows(table: Table) -> None:
+    """Warn that a table with a privacy unit left ``max_rows_per_unit`` at its default of 1."""
+    where = f" ({table.path})" if table.path else ""
+    unit = table.privacy_unit
+    warnings.warn(
+        f"Table {table.name!r}{where}: max_rows_per_unit is left at its default of 1, so each "
+        f"{unit} contributes at most one row to a query and its other rows are dropped. Declare "
+        f"how many rows one {unit} may contribute (max_rows_per_unit, and max_groups_per_unit "
+        "for GROUP BY) to silence this warning.",
+        PrivacyWarning,
+        stacklevel=4,
+    )
 
 
 def _finite(value: object, name: str) -> float:
@@ -219,7 +244,9 @@ class Table:
     privacy_unit : str, optional
         The column identifying a privacy unit; None means each row is its own unit.
     max_rows_per_unit : int, default 1
-        Rows one unit may contribute to a query (after WHERE).
+        Rows one unit may contribute to a query (after WHERE). With a ``privacy_unit``, leaving
+        it at its default warns (:class:`~dpcurator.PrivacyWarning`): a unit's other rows are
+        dropped, which is rarely what was meant; pass it explicitly, even as 1.
     max_groups_per_unit : int, default 1
         Groups of a GROUP BY one unit may contribute to.
     max_rows_per_group : int, optional
@@ -241,7 +268,7 @@ class Table:
     source: Any
     columns: tuple[Column, ...]
     privacy_unit: str | None = None
-    max_rows_per_unit: int = 1
+    max_rows_per_unit: int = _DEFAULT_ROWS
     max_groups_per_unit: int = 1
     max_rows_per_group: int | None = None
     source_table: str | None = None
@@ -259,6 +286,8 @@ class Table:
                 "privacy_unit", self.privacy_unit, "must be a column name, or None for each row"
             )
         object.__setattr__(self, "columns", _columns(self.columns, self.privacy_unit))
+        if self.max_rows_per_unit is _DEFAULT_ROWS and self.privacy_unit is not None:
+            _warn_default_rows(self)
         rows = check_integer(self.max_rows_per_unit, "max_rows_per_unit", minimum=1)
         groups = check_integer(self.max_groups_per_unit, "max_groups_per_unit", minimum=1)
         per_group = rows
@@ -326,6 +355,8 @@ class Table:
             [table]
             name = "people"
             source = "people.parquet"       # relative to this file (or .csv, or .duckdb)
+            # or, instead of source, a table shipped with dpcurator (dpcurator.datasets):
+            # dataset = "cps"
             source_table = "people"         # only for a DuckDB database file
             privacy_unit = "household_id"   # omit: each row is a unit
             max_rows_per_unit = 4
@@ -419,6 +450,7 @@ class Declaration:
 _TABLE_KEYS = {
     "name",
     "source",
+    "dataset",
     "source_table",
     "privacy_unit",
     "max_rows_per_unit",
@@ -446,7 +478,9 @@ def _unknown(keys: set[str], allowed: set[str], where: str) -> None:
 def read_declaration(path: str | os.PathLike[str]) -> Declaration:
     """Read a TOML declaration (see :meth:`Table.from_toml` for the format).
 
-    Relative source paths are taken relative to the TOML file.
+    Relative source paths are taken relative to the TOML file; ``dataset = "cps"`` instead of
+    ``source`` names a table shipped with dpcurator (:data:`dpcurator.datasets.DATASETS`), so the
+    declaration works wherever it is copied.
 
     Raises
     ------
@@ -467,15 +501,9 @@ def read_declaration(path: str | os.PathLike[str]) -> Declaration:
     _unknown(set(data), {"table", "budget", "session", "ledger", "columns"}, f"sections of {file}")
     table = _section(data, "table", str(file))
     _unknown(set(table), _TABLE_KEYS, "[table]")
-    for required in ("name", "source"):
-        if required not in table:
-            raise InvalidParameterError(f"table.{required}", None, f"is required in {file}")
-    source = table["source"]
-    if not isinstance(source, str):
-        raise InvalidParameterError("table.source", source, "must be a file path")
-    source_path = Path(source)
-    if not source_path.is_absolute():
-        source_path = file.resolve().parent / source_path
+    if "name" not in table:
+        raise InvalidParameterError("table.name", None, f"is required in {file}")
+    source_path = _source_path(table, file)
     columns: dict[str, dict[str, Any]] = {}
     for name, spec in _section(data, "columns", str(file)).items():
         if not isinstance(spec, Mapping):
@@ -487,7 +515,7 @@ def read_declaration(path: str | os.PathLike[str]) -> Declaration:
         source=str(source_path),
         columns=columns,  # type: ignore[arg-type]
         privacy_unit=table.get("privacy_unit"),
-        max_rows_per_unit=table.get("max_rows_per_unit", 1),
+        max_rows_per_unit=table.get("max_rows_per_unit", _DEFAULT_ROWS),
         max_groups_per_unit=table.get("max_groups_per_unit", 1),
         max_rows_per_group=table.get("max_rows_per_group"),
         source_table=table.get("source_table"),
@@ -501,6 +529,31 @@ def read_declaration(path: str | os.PathLike[str]) -> Declaration:
         raise InvalidParameterError("session.accountant", accountant, "must be a name")
     ledger_file, key_file = _ledger(_section(data, "ledger", str(file)), file)
     return Declaration(declared, budget, accountant, str(file), ledger_file, key_file)
+
+
+def _source_path(table: Mapping[str, Any], file: Path) -> Path:
+    """Where ``[table]`` says the rows live: ``source`` (relative to the file) or ``dataset``."""
+    given = [key for key in ("source", "dataset") if key in table]
+    if not given:
+        raise InvalidParameterError(
+            "table.source", None, f"is required in {file} (or dataset, a table dpcurator ships)"
+        )
+    if len(given) != 1:
+        raise InvalidParameterError("[table]", given, f"must give one of source, dataset in {file}")
+    if given[0] == "dataset":
+        name = table["dataset"]
+        if name not in DATASETS:
+            raise InvalidParameterError(
+                "table.dataset", name, f"must be one of {', '.join(DATASETS)} in {file}"
+            )
+        return dataset_path(name)
+    source = table["source"]
+    if not isinstance(source, str):
+        raise InvalidParameterError("table.source", source, "must be a file path")
+    source_path = Path(source)
+    if not source_path.is_absolute():
+        source_path = file.resolve().parent / source_path
+    return source_path
 
 
 def _budget(spec: Mapping[str, Any], file: Path) -> Budget | None:

@@ -42,6 +42,7 @@ import numpy as np
 from numpy.typing import NDArray
 from sqlglot import exp
 
+from dpcurator._display import MAX_ROWS, html_table
 from dpcurator.accounting import PrivacyEvent
 from dpcurator.curator import DuckDBEngine
 from dpcurator.errors import InternalError, InvalidParameterError
@@ -419,6 +420,41 @@ class HierarchicalRelease:
 
         return pa.Table.from_pandas(self.table(confidential=confidential), preserve_index=False)
 
+    def _privacy_text(self) -> str:
+        if self.epsilon is not None:
+            return f"ε={self.epsilon:g} (geometric noise per level, pure DP)"
+        if self.rho is not None:
+            return f"ρ={self.rho:g} (discrete Gaussian noise per level, zCDP)"
+        return "no noise"
+
+    def __repr__(self) -> str:
+        privacy = f"epsilon={self.epsilon!r}" if self.epsilon is not None else f"rho={self.rho!r}"
+        return (
+            f"HierarchicalRelease(name={self.spec.name!r}, levels={self.level_names!r}, "
+            f"nodes={len(self.noisy)}, {privacy}, methods={tuple(self.solutions)!r})"
+        )
+
+    def _repr_html_(self) -> str:
+        """Render the public table (never the true counts) as HTML for notebooks, top down."""
+        table = self.table()
+        rows = [
+            [_html_cell(v) for v in row] for row in table.head(MAX_ROWS).itertuples(index=False)
+        ]
+        notes = [
+            f"{self.spec.name}: {self._privacy_text()}.",
+            "noisy: the differentially private counts; std: their noise's standard deviation "
+            "(0 for invariants released exactly); "
+            + ", ".join(self.solutions)
+            + ": the noisy counts post-processed to be consistent (no further privacy cost).",
+        ]
+        return html_table(
+            [str(c) for c in table.columns],
+            rows,
+            title=f"{self.spec.name}: {' > '.join(self.level_names)}",
+            notes=notes,
+            total_rows=len(table),
+        )
+
     def report(self, *, confidential: bool = False) -> str:
         """Return the Markdown report (:func:`~dpcurator.hierarchy._report.render_report`)."""
         return render_report(self, confidential=confidential)
@@ -459,6 +495,17 @@ class HierarchicalRelease:
         steward = folder / f"{name}_steward_report.md"
         steward.write_text(self.report(confidential=True), encoding="utf-8")
         return (table_path, public, steward)
+
+
+def _html_cell(value: Any) -> str:
+    """Format one cell of the notebook table: no label is blank, numbers readable."""
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return ""
+    if isinstance(value, np.integer | int) and not isinstance(value, bool):
+        return f"{int(value):,}"
+    if isinstance(value, np.floating | float):
+        return f"{float(value):,.4g}" if abs(float(value)) < 1e6 else f"{float(value):,.0f}"
+    return str(value)
 
 
 def release_hierarchy(

@@ -59,7 +59,15 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from dpcurator.errors import UnsupportedError
+from dpcurator.errors import MissingDependencyError, UnsupportedError
+
+try:  # every estimator here is a scikit-learn estimator: say what to install, not a raw error
+    importlib.import_module("sklearn")
+except ModuleNotFoundError as missing:
+    if missing.name != "sklearn":  # scikit-learn is there but broken: show the real error
+        raise
+    raise MissingDependencyError("dpcurator.learn", "scikit-learn", "learn") from missing
+
 from dpcurator.learn._bounds import BoundedScaler, clip_rows
 from dpcurator.learn._erm import erm_sensitivity, excess_risk_bound, output_perturbation
 from dpcurator.learn._gradient import gradient_perturbation

@@ -103,6 +103,7 @@ from dpcurator.accounting import (
     make_accountant,
 )
 from dpcurator.errors import BudgetExceededError, InvalidParameterError, UnsupportedError
+from dpcurator.learn._describe import settings_html, settings_repr
 from dpcurator.learn._per_example import GRADIENT_ENGINES, make_gradient_sum
 from dpcurator.learn._torch_noise import NOISE_MODES, TensorNoise, grid_bits, grid_sensitivity
 from dpcurator.noise import RandomSource, bernoulli
@@ -436,6 +437,42 @@ class DPSGD:
         event = self._last_phase().event
         assert isinstance(event, PoissonSampledEvent) and isinstance(event.event, GaussianEvent)
         return event.event.sigma
+
+    def _settings(self) -> dict[str, object]:
+        noise: dict[str, object] = (
+            {"noise_multiplier": self.noise_multiplier}
+            if self.target_epsilon is None
+            else {"target_epsilon": self.target_epsilon}
+        )
+        return {
+            "model": type(self.model).__name__,
+            "optimizer": type(self.optimizer).__name__,
+            "max_grad_norm": self.max_grad_norm,
+            "batch_size": self.batch_size,
+            "epochs": self.epochs,
+            **noise,
+            "delta": self.delta,
+            "accountant": self.accountant,
+            "noise": self.noise,
+        }
+
+    def _state(self) -> dict[str, object]:
+        if not self.steps_:
+            return {"steps": 0}
+        return {"steps": self.steps_, "epsilon": self.epsilon_}
+
+    def __repr__(self) -> str:
+        return settings_repr("DPSGD", self._settings(), self._state())
+
+    def _repr_html_(self) -> str:
+        """Render the settings and the privacy spent as an HTML table for notebooks."""
+        note = (
+            f"epsilon spent at delta={self.delta:g} after {self.steps_:,} steps "
+            f"({self.accountant} accountant)"
+            if self.steps_
+            else "not trained yet: nothing spent"
+        )
+        return settings_html("DPSGD", self._settings(), self._state(), note)
 
     def _last_phase(self) -> TrainingPhase:
         if not self.phases_:

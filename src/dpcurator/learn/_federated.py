@@ -92,6 +92,7 @@ from dpcurator.accounting import (
     make_accountant,
 )
 from dpcurator.errors import InvalidParameterError
+from dpcurator.learn._describe import settings_html, settings_repr
 from dpcurator.learn._dpsgd import (
     DPSGD_ACCOUNTANTS,
     _Bar,
@@ -241,6 +242,30 @@ class _Federation:
         self._velocity = torch.zeros(self.dimension_, dtype=torch.float64)
         self.history_: list[RoundRecord] = []
 
+    def _settings(self) -> dict[str, object]:
+        return {
+            "model": type(self.model).__name__,
+            "rounds": self.rounds,
+            "local_epochs": self.local_epochs,
+            "local_batch_size": self.local_batch_size,
+            "local_lr": self.local_lr,
+            "server_lr": self.server_lr,
+            "server_momentum": self.server_momentum,
+        }
+
+    def _state(self) -> dict[str, object]:
+        return {"rounds_done": len(self.history_)}
+
+    def _note(self) -> str:
+        return f"{len(self.history_)} rounds done"
+
+    def __repr__(self) -> str:
+        return settings_repr(type(self).__name__, self._settings(), self._state())
+
+    def _repr_html_(self) -> str:
+        """Render the settings and the training state as an HTML table for notebooks."""
+        return settings_html(type(self).__name__, self._settings(), self._state(), self._note())
+
     def _global_vector(self) -> torch.Tensor:
         return torch.cat([p.detach().reshape(-1) for p in self._params])
 
@@ -340,6 +365,12 @@ class FedAvg(_Federation):
             progress=progress,
         )
         self.fraction = check_probability(fraction, "fraction", open_left=True)
+
+    def _settings(self) -> dict[str, object]:
+        return {**super()._settings(), "fraction": self.fraction}
+
+    def _note(self) -> str:
+        return f"{len(self.history_)} rounds done; not private (no clipping, no noise)"
 
     def fit(self, clients: Sequence[ClientData]) -> FedAvg:
         """Run ``rounds`` rounds over ``clients`` (a sequence of ``(X, y)``); returns ``self``."""
@@ -505,6 +536,34 @@ class DPFedAvg(_Federation):
             return 0.0
         name = self.accountant if self.mode == "central" else "pld"
         return make_accountant(name).compose(event).get_epsilon(dlt)
+
+    def _settings(self) -> dict[str, object]:
+        noise: dict[str, object] = (
+            {"noise_multiplier": self.noise_multiplier}
+            if self.target_epsilon is None
+            else {"target_epsilon": self.target_epsilon}
+        )
+        return {
+            **super()._settings(),
+            "clients_per_round": self.clients_per_round,
+            "clip_norm": self.clip_norm,
+            **noise,
+            "delta": self.delta,
+            "mode": self.mode,
+            "accountant": self.accountant,
+            "noise": self.noise,
+        }
+
+    def _state(self) -> dict[str, object]:
+        if not self.history_:
+            return super()._state()
+        return {**super()._state(), "epsilon": self.history_[-1].epsilon}
+
+    def _note(self) -> str:
+        if not self.history_:
+            return "not trained yet: nothing spent"
+        who = "" if self.mode == "central" else " (by the most frequent participant)"
+        return f"epsilon spent at delta={self.delta:g} after {len(self.history_)} rounds{who}"
 
     @property
     def epsilon_(self) -> float:

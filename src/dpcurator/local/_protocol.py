@@ -17,6 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.special import ndtri
 
+from dpcurator._display import MAX_ROWS, html_table
 from dpcurator._validation import check_epsilon, check_integer, check_probability
 from dpcurator.accounting import PrivacyEvent, PureDPEvent
 from dpcurator.errors import InvalidParameterError
@@ -62,6 +63,39 @@ class FrequencyEstimate:
         lvl = check_probability(level, "level", open_left=True, open_right=True)
         z = float(ndtri(0.5 + lvl / 2.0))
         return self.counts - z * self.std, self.counts + z * self.std
+
+    def __repr__(self) -> str:
+        head = ", ".join(f"{c:.4g}" for c in self.counts[:5])
+        more = ", …" if self.counts.size > 5 else ""
+        return (
+            f"FrequencyEstimate(n={self.n}, domain_size={self.counts.size}, counts=[{head}{more}])"
+        )
+
+    def _repr_html_(self) -> str:
+        """Render the estimates as an HTML table for notebooks: count ± std, interval, share."""
+        low, high = self.confidence_interval(0.95)
+        std = self.std
+        frequencies = self.frequencies
+        rows = [
+            [
+                value,
+                f"{self.counts[value]:,.1f} ± {std[value]:,.1f}",
+                f"[{low[value]:,.1f}, {high[value]:,.1f}]",
+                f"{frequencies[value]:.4f}",
+            ]
+            for value in range(min(self.counts.size, MAX_ROWS))
+        ]
+        notes = [
+            f"{self.n:,} reports. Counts are unbiased, so possibly negative (project_counts "
+            "makes them consistent); intervals: normal approximation at 95%."
+        ]
+        return html_table(
+            ["value", "count ± std", "95% interval", "frequency"],
+            rows,
+            title=f"Frequency estimate over {self.counts.size:,} values",
+            notes=notes,
+            total_rows=self.counts.size,
+        )
 
 
 def check_values(values: object, domain_size: int, name: str = "values") -> NDArray[np.int64]:

@@ -1,0 +1,249 @@
+"""The curator as a service: private queries per second and latency, against a local Session.
+
+The CPS tax units (280,005 rows, the bundled Parquet file) are served by ``dpcurator serve``
+(one uvicorn worker, a child process on 127.0.0.1) with a SQLite ledger and with a PostgreSQL
+ledger (a throwaway cluster: initdb + pg_ctl on a temporary folder, as the tests make it). At 1,
+8 and 32 concurrent clients (threads, each an analyst with its own key and budget) every client
+sends ``--queries`` queries through :class:`dpcurator.client.Client`; the same queries run
+through a local :class:`~dpcurator.curator.Session` (one thread, then the same client counts on
+one shared session) for the service's overhead. Timing padding is off (``min_response_ms = 0``)
+so that the figures are the service's own work; with padding each answer takes at least the
+configured minimum.
+
+    .venv/bin/python benchmarks/bench_service.py [--queries 25] [--levels 1 8 32] [--out F]
+
+Prints queries/s, p50 and p99 latency (ms) per setting and writes JSON (``--out``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+QUERIES = (
+    "SELECT state, COUNT(*) AS n FROM cps GROUP BY state",
+    "SELECT filing_status, AVG(wages) AS w FROM cps GROUP BY filing_status",
+    "SELECT COUNT(*) AS n FROM cps WHERE age_head >= 65",
+    "SELECT HISTOGRAM(age_head) FROM cps",
+)
+EPSILON = 0.001
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _files(folder: Path, ledger: str, analysts: int) -> Path:
+    from dpcurator.cli._demo import cps_declaration, declaration_toml
+    from dpcurator.datasets import dataset_path
+
+    source = dataset_path("cps")
+    table = cps_declaration(source, source_table=None)
+    (folder / "cps.toml").write_text(declaration_toml(table, source=str(source)))
+    lines = [
+        "[server]",
+        f'ledger = "{ledger}"',
+        "min_response_ms = 0",
+        "response_quantum_ms = 1",
+        "rate_per_minute = 1000000",
+        "[tables.cps]",
+        'declaration = "cps.toml"',
+        "budget = { epsilon = 1000000.0 }",
+    ]
+    for i in range(analysts):
+        lines += [f"[analysts.a{i}]", "budgets.cps = { epsilon = 10000.0 }"]
+    config = folder / "server.toml"
+    config.write_text("\n".join(lines) + "\n")
+    return config
+
+
+class _Postgres:
+    def __init__(self) -> None:
+        bins = sorted(Path("/usr/lib/postgresql").glob("*/bin"))
+        self.bin = bins[-1] if bins else Path(shutil.which("initdb") or "initdb").parent
+        self.root = Path(tempfile.mkdtemp(prefix="bench-pg-"))
+        self.port = _free_port()
+        self.as_root = os.geteuid() == 0
+        if self.as_root:
+            shutil.chown(self.root, "postgres")
+        self._run("initdb", "-D", str(self.root / "data"), "-A", "trust", "-U", "postgres")
+        options = f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.root}"
+        self._run(
+            "pg_ctl",
+            "-D",
+            str(self.root / "data"),
+            "-o",
+            options,
+            "-l",
+            str(self.root / "log"),
+            "-w",
+            "start",
+        )
+
+    def _run(self, tool: str, *args: str) -> None:
+        command = [str(self.bin / tool), *args]
+        if self.as_root:
+            command = ["runuser", "-u", "postgres", "--", *command]
+        subprocess.run(command, check=True, capture_output=True)
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def close(self) -> None:
+        self._run("pg_ctl", "-D", str(self.root / "data"), "-m", "immediate", "stop")
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _serve(config: Path) -> tuple[subprocess.Popen[bytes], str]:
+    import httpx
+
+    port = _free_port()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "dpcurator",
+            "serve",
+            str(config),
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(600):
+        try:
+            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                return process, url
+        except httpx.TransportError:
+            time.sleep(0.1)
+    raise RuntimeError("the server did not start")
+
+
+def _summary(latencies: list[float], wall: float) -> dict[str, float]:
+    ordered = sorted(latencies)
+    p99 = ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
+    return {
+        "queries": len(ordered),
+        "qps": len(ordered) / wall,
+        "p50_ms": 1000 * statistics.median(ordered),
+        "p99_ms": 1000 * p99,
+    }
+
+
+def _concurrently(clients: int, queries: int, ask: Any) -> dict[str, float]:
+    latencies: list[float] = []
+    lock = threading.Lock()
+
+    def worker(index: int) -> None:
+        mine = []
+        for i in range(queries):
+            start = time.perf_counter()
+            ask(index, QUERIES[(index + i) % len(QUERIES)])
+            mine.append(time.perf_counter() - start)
+        with lock:
+            latencies.extend(mine)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(clients)]
+    start = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return _summary(latencies, time.perf_counter() - start)
+
+
+def _service(ledger_kind: str, levels: list[int], queries: int) -> dict[str, Any]:
+    from dpcurator.client import Client
+    from dpcurator.service import LedgerStore, load_config
+
+    folder = Path(tempfile.mkdtemp(prefix="bench-service-"))
+    cluster = _Postgres() if ledger_kind == "postgresql" else None
+    ledger = cluster.url if cluster is not None else "books.sqlite"
+    config = _files(folder, ledger, max(levels))
+    loaded = load_config(config)
+    process, url = _serve(config)
+    out: dict[str, Any] = {}
+    try:
+        with LedgerStore(loaded.ledger) as store:
+            keys = [store.issue_key(f"a{i}", actor="bench").text for i in range(max(levels))]
+        clients = [Client(url, key) for key in keys]
+        clients[0].sql(QUERIES[0], epsilon=EPSILON)  # warm up
+        for level in levels:
+            out[str(level)] = _concurrently(
+                level, queries, lambda i, q: clients[i].sql(q, epsilon=EPSILON)
+            )
+            print(
+                f"service, {ledger_kind} ledger, {level:>2} clients: {_line(out[str(level)])}",
+                flush=True,
+            )
+        for client in clients:
+            client.close()
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=60)
+        if cluster is not None:
+            cluster.close()
+        shutil.rmtree(folder, ignore_errors=True)
+    return out
+
+
+def _local(levels: list[int], queries: int) -> dict[str, Any]:
+    from dpcurator.accounting import Budget
+    from dpcurator.cli._demo import cps_declaration
+    from dpcurator.curator import Session
+    from dpcurator.datasets import dataset_path
+
+    table = cps_declaration(dataset_path("cps"), source_table=None)
+    out: dict[str, Any] = {}
+    with Session(table, Budget(1e6), ledger=":memory:") as session:
+        session.sql(QUERIES[0], epsilon=EPSILON)
+        for level in levels:
+            out[str(level)] = _concurrently(
+                level, queries, lambda i, q: session.sql(q, epsilon=EPSILON)
+            )
+            print(
+                f"local Session,         {level:>2} threads: {_line(out[str(level)])}", flush=True
+            )
+    return out
+
+
+def _line(row: dict[str, float]) -> str:
+    return f"{row['qps']:6.1f} queries/s, p50 {row['p50_ms']:6.1f} ms, p99 {row['p99_ms']:6.1f} ms"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--queries", type=int, default=25, help="queries per client")
+    parser.add_argument("--levels", type=int, nargs="+", default=[1, 8, 32])
+    parser.add_argument("--ledgers", nargs="+", default=["sqlite", "postgresql"])
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    results = {"local": _local(args.levels, args.queries)}
+    for kind in args.ledgers:
+        results[kind] = _service(kind, args.levels, args.queries)
+    if args.out is not None:
+        args.out.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

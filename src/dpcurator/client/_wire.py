@@ -1,0 +1,217 @@
+"""The wire format: a :class:`~dpcurator.curator.QueryRelease` as JSON, and back, exactly.
+
+The service sends a release as :func:`release_to_json` writes it, and the client rebuilds the
+same object with :func:`release_from_json`: the released table with its column order, dtypes
+and values (floats round-trip exactly through their shortest repr; NaN and infinities as the
+strings ``"nan"``, ``"inf"`` and ``"-inf"``, since strict JSON has none), the budget split, the
+privacy events (:func:`~dpcurator.accounting.event_to_dict`), the charge and the budget left.
+
+Examples
+--------
+>>> import pandas as pd
+>>> from dpcurator.accounting import Budget
+>>> from dpcurator.curator import Column, Session, Table
+>>> from dpcurator.noise import InsecureSeededSource
+>>> t = Table("t", pd.DataFrame({"x": [1.0, 2.0]}), columns=[Column("x", lower=0, upper=4)])
+>>> with Session(t, Budget(1.0), ledger=":memory:", source=InsecureSeededSource(0)) as s:
+...     release = s.sql("SELECT COUNT(*) AS n, AVG(x) FROM t", epsilon=0.5)
+>>> back = release_from_json(release_to_json(release))
+>>> back.table.equals(release.table) and back.split == release.split
+True
+>>> back.events == release.events and back.charged == release.charged
+True
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dpcurator.accounting import Budget, event_from_dict, event_to_dict
+from dpcurator.curator import Measurement, QueryRelease
+from dpcurator.errors import InvalidParameterError
+
+__all__ = [
+    "budget_from_json",
+    "budget_to_json",
+    "frame_from_json",
+    "frame_to_json",
+    "release_from_dict",
+    "release_from_json",
+    "release_to_dict",
+    "release_to_json",
+]
+
+_NON_FINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+
+
+def budget_to_json(budget: Budget) -> dict[str, Any]:
+    """``{"epsilon": ..., "delta": ...}`` (an infinite epsilon as ``"inf"``)."""
+    return {"epsilon": _number(budget.epsilon), "delta": _number(budget.delta)}
+
+
+def budget_from_json(raw: Any) -> Budget:
+    """Inverse of :func:`budget_to_json`."""
+    return Budget(_float(raw["epsilon"]), _float(raw["delta"]))
+
+
+def _number(value: float) -> float | str:
+    if math.isfinite(value):
+        return float(value)
+    return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+
+
+def _float(value: Any) -> float:
+    if isinstance(value, str):
+        return _NON_FINITE[value]
+    return float(value)
+
+
+def _cell(value: Any) -> Any:
+    if value is None or value is pd.NA or value is pd.NaT:
+        return None
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float):
+        return _number(value)
+    return value
+
+
+def frame_to_json(frame: pd.DataFrame) -> dict[str, Any]:
+    """Write a DataFrame as ``{"columns": [...], "dtypes": [...], "data": [[values] ...]}``."""
+    return {
+        "columns": [str(c) for c in frame.columns],
+        "dtypes": [str(t) for t in frame.dtypes],
+        "data": [[_cell(v) for v in frame[c].tolist()] for c in frame.columns],
+    }
+
+
+def frame_from_json(raw: Any) -> pd.DataFrame:
+    """Inverse of :func:`frame_to_json` (column order, dtypes and values)."""
+    columns: dict[str, pd.Series[Any]] = {}
+    for name, dtype, raw_values in zip(raw["columns"], raw["dtypes"], raw["data"], strict=True):
+        values = raw_values
+        if dtype.startswith("float"):
+            values = [math.nan if v is None else _float(v) for v in raw_values]
+        columns[name] = pd.Series(values, dtype=dtype, name=name)
+    return pd.DataFrame(columns, columns=list(raw["columns"]))
+
+
+def _measurement_to_json(m: Measurement) -> dict[str, Any]:
+    return {
+        "name": m.name,
+        "kind": m.kind,
+        "column": m.column,
+        "mechanism": m.mechanism,
+        "epsilon": m.epsilon,
+        "delta": m.delta,
+        "sensitivity": _number(m.sensitivity),
+        "scale": _number(m.scale),
+        "units": m.units,
+        "unit_value": m.unit_value,
+        "quantile": m.quantile,
+        "bits": m.bits,
+        "result": m.result,
+    }
+
+
+def _measure(kind: str, column: str | None, quantile: float | None) -> Any:
+    """Return the typed measure of a measurement, from its kind (its one-to-one label)."""
+    from dpcurator.curator import _measures as ms  # noqa: PLC0415 - private: see _measure
+
+    col = "" if column is None else column
+    measures: dict[str, Any] = {
+        "count": ms.RowCount(),
+        "count_distinct": ms.UnitCount(),
+        "selection": ms.UnitCount(selection=True),
+        "count_column": ms.ColumnCount(col),
+        "sum": ms.ValueSum(col, "raw"),
+        "centered_sum": ms.ValueSum(col, "centred"),
+        "centered_squares": ms.ValueSum(col, "squares"),
+        "quantile": ms.QuantileCounts(col, 0.5 if quantile is None else quantile),
+    }
+    if kind not in measures:
+        raise InvalidParameterError("kind", kind, "must be a known kind of measurement")
+    return measures[kind]
+
+
+def _measurement_from_json(raw: Any) -> Measurement:
+    return Measurement(
+        name=raw["name"],
+        kind=raw["kind"],
+        column=raw["column"],
+        mechanism=raw["mechanism"],
+        epsilon=float(raw["epsilon"]),
+        delta=float(raw["delta"]),
+        sensitivity=_float(raw["sensitivity"]),
+        scale=_float(raw["scale"]),
+        measure=_measure(raw["kind"], raw["column"], raw["quantile"]),
+        units=int(raw["units"]),
+        unit_value=float(raw["unit_value"]),
+        quantile=raw["quantile"],
+        bits=int(raw["bits"]),
+        result=raw["result"],
+    )
+
+
+def release_to_dict(release: QueryRelease) -> dict[str, Any]:
+    """Return a release as JSON-ready data (see the module's notes)."""
+    return {
+        "query": release.query,
+        "table": frame_to_json(release.table),
+        "value_columns": list(release.value_columns),
+        "intervals": dict(release.intervals),
+        "split": [_measurement_to_json(m) for m in release.split],
+        "events": [event_to_dict(e) for e in release.events],
+        "charged": budget_to_json(release.charged),
+        "spent": budget_to_json(release.spent),
+        "remaining": budget_to_json(release.remaining),
+        "entry_id": release.entry_id,
+        "confidence": release.confidence,
+        "bounded_sql": release.bounded_sql,
+        "threshold": release.threshold,
+    }
+
+
+def release_from_dict(raw: Any) -> QueryRelease:
+    """Inverse of :func:`release_to_dict`.
+
+    Raises
+    ------
+    InvalidParameterError
+        If ``raw`` is not a release as :func:`release_to_dict` writes it.
+    """
+    try:
+        return QueryRelease(
+            query=str(raw["query"]),
+            table=frame_from_json(raw["table"]),
+            value_columns=tuple(raw["value_columns"]),
+            intervals=dict(raw["intervals"]),
+            split=tuple(_measurement_from_json(m) for m in raw["split"]),
+            events=tuple(event_from_dict(e) for e in raw["events"]),
+            charged=budget_from_json(raw["charged"]),
+            spent=budget_from_json(raw["spent"]),
+            remaining=budget_from_json(raw["remaining"]),
+            entry_id=int(raw["entry_id"]),
+            confidence=float(raw["confidence"]),
+            bounded_sql=str(raw["bounded_sql"]),
+            threshold=None if raw["threshold"] is None else int(raw["threshold"]),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InvalidParameterError(
+            "release", type(raw).__name__, f"is malformed ({exc})"
+        ) from None
+
+
+def release_to_json(release: QueryRelease) -> str:
+    """Return a release as strict JSON text."""
+    return json.dumps(release_to_dict(release), allow_nan=False, separators=(",", ":"))
+
+
+def release_from_json(text: str) -> QueryRelease:
+    """Inverse of :func:`release_to_json`."""
+    return release_from_dict(json.loads(text))

@@ -1,0 +1,278 @@
+"""The HTTP interface (FastAPI on uvicorn): every request authenticated, every refusal a clear 4xx.
+
+Endpoints (JSON; ``Authorization: Bearer dpk_...`` on every one but ``/healthz``):
+
+=================================  =============================================================
+``GET  /api/v1/tables``            the tables you may query, with their public metadata
+``GET  /api/v1/tables/{t}/dummy``  a dummy table from the metadata only (``?rows=``; free)
+``POST /api/v1/explain``           a query's plan, cost and predicted noise; free
+``POST /api/v1/query``             answer a query: charged to your and the table's budget
+``GET  /api/v1/me``                your budgets, spent and remaining, per table
+``GET  /api/v1/history``           your own charges (the steward's key: everyone's)
+``GET  /dashboard``                the dashboard (HTML; log in at ``/login`` with a key)
+=================================  =============================================================
+
+Errors are ``{"error": <type>, "message": <text>}``: 400 for a malformed request or a query the
+curator refuses, 401 for a missing, unknown or revoked key, 403 for a table that is not yours or
+a budget that would be exceeded, 404, 413 for a body over the limit, 429 over the rate limit
+(with ``Retry-After``), 503 when the ledger store is unreachable; nothing is spent by any of
+them. A query that fails after it was charged (and may have read data) is answered 500 with one
+fixed text. No response carries a stack trace, and no endpoint runs SQL without noise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from typing import Any
+
+import anyio.to_thread
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from dpcurator.client._errors import (
+    INTERNAL_TEXT,
+    AuthenticationError,
+    BadRequestError,
+    NotFoundError,
+    RateLimitedError,
+    http_status,
+)
+from dpcurator.errors import DPError
+from dpcurator.noise import secret_bytes
+from dpcurator.service._config import ServerConfig, load_config
+from dpcurator.service._curator import ServiceCurator, check_table_name, parse_request
+from dpcurator.service._dashboard import COOKIE, login_page, render_dashboard
+from dpcurator.service._keys import parse_key
+from dpcurator.service._limits import BodyLimit, RateLimiter, padded_delay
+from dpcurator.service._store import Identity
+
+__all__ = ["CONFIG_ENV", "app_from_environment", "create_app"]
+
+CONFIG_ENV = "DPCURATOR_SERVER_CONFIG"
+"""The environment variable through which ``dpcurator serve`` names the config to each worker."""
+
+
+def _error(exc: DPError) -> JSONResponse:
+    headers = {}
+    if isinstance(exc, RateLimitedError):
+        headers["Retry-After"] = str(max(1, round(exc.retry_after + 0.5)))
+    return JSONResponse(
+        {"error": type(exc).__name__, "message": str(exc)},
+        status_code=http_status(exc),
+        headers=headers,
+    )
+
+
+def _bearer(request: Request) -> str | None:
+    header = request.headers.get("authorization", "")
+    scheme, _, value = header.partition(" ")
+    return value.strip() if scheme.lower() == "bearer" else None
+
+
+class _Gate:
+    """Authentication and the per-key rate limit."""
+
+    def __init__(self, curator: ServiceCurator, limiter: RateLimiter) -> None:
+        self.curator = curator
+        self.limiter = limiter
+
+    async def identify(self, request: Request, *, cookie: bool = False) -> Identity:
+        text = _bearer(request)
+        if text is None and cookie:
+            text = request.cookies.get(COOKIE)
+        return await self.check(text)
+
+    async def check(self, text: str | None) -> Identity:
+        """Authenticate a presented key, counting the try against its key id's rate first.
+
+        The rate is taken before the key is checked, so that nobody can make the server run
+        scrypt faster than the rate allows for one key id (unknown ids cost no scrypt).
+        """
+        parsed = None if text is None else parse_key(text)
+        if parsed is not None:
+            wait = self.limiter.take(parsed[0])
+            if wait > 0:
+                raise RateLimitedError(
+                    f"Too many requests with this key; retry in {wait:.1f} s. Nothing was read.",
+                    retry_after=wait,
+                )
+        return await anyio.to_thread.run_sync(self.curator.store.authenticate, text)
+
+
+async def _json_body(request: Request) -> Any:
+    raw = await request.body()
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        raise BadRequestError(
+            'The request body must be JSON: {"query": ..., "epsilon": ...}.'
+        ) from None
+
+
+def create_app(curator: ServiceCurator) -> FastAPI:
+    """Build the ASGI application serving ``curator`` (its limits from ``curator.config``).
+
+    The returned application is wrapped in :class:`~dpcurator.service.BodyLimit`; its
+    ``state.curator`` is the curator.
+    """
+    config = curator.config
+    limits = config.limits
+    gate = _Gate(curator, RateLimiter(limits.rate_per_minute))
+    app = FastAPI(
+        title="dpcurator",
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+        on_shutdown=[curator.close],
+    )
+    app.state.curator = curator
+
+    @app.exception_handler(DPError)
+    async def refused(request: Request, exc: DPError) -> Response:
+        return _error(exc)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        if exc.status_code == 404:
+            return _error(NotFoundError(f"No such endpoint: {request.url.path}."))
+        return JSONResponse(
+            {"error": "HTTPError", "message": "The request was not understood."},
+            status_code=exc.status_code if 400 <= exc.status_code < 500 else 400,
+        )
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> Response:
+        fields = sorted({str(e.get("loc", ("?",))[-1]) for e in exc.errors()})
+        return _error(BadRequestError(f"Invalid value of {', '.join(fields)} in the request."))
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> Response:
+        return JSONResponse({"error": "InternalError", "message": INTERNAL_TEXT}, status_code=500)
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, bool]:
+        return {"ok": True}
+
+    @app.get("/api/v1/tables")
+    async def tables(request: Request) -> dict[str, Any]:
+        who = await gate.identify(request)
+        return {"tables": curator.tables(who)}
+
+    @app.get("/api/v1/tables/{table}/dummy")
+    async def dummy(request: Request, table: str, rows: int = 100) -> dict[str, Any]:
+        who = await gate.identify(request)
+        return await anyio.to_thread.run_sync(curator.dummy, who, check_table_name(table), rows)
+
+    @app.get("/api/v1/me")
+    async def me(request: Request) -> dict[str, Any]:
+        who = await gate.identify(request)
+        return await anyio.to_thread.run_sync(curator.standing, who)
+
+    @app.get("/api/v1/history")
+    async def history(request: Request, limit: int = 1000) -> dict[str, Any]:
+        who = await gate.identify(request)
+        rows = await anyio.to_thread.run_sync(curator.history, who, max(1, min(limit, 10_000)))
+        return {"entries": rows}
+
+    @app.post("/api/v1/explain")
+    async def explain(request: Request) -> dict[str, Any]:
+        who = await gate.identify(request)
+        body = parse_request(
+            await _json_body(request), max_query_chars=limits.max_query_chars, needs_epsilon=False
+        )
+        return await anyio.to_thread.run_sync(curator.explain, who, body)
+
+    @app.post("/api/v1/query")
+    async def query(request: Request) -> Response:
+        started = time.monotonic()
+        who = await gate.identify(request)
+        body = parse_request(
+            await _json_body(request), max_query_chars=limits.max_query_chars, needs_epsilon=True
+        )
+        request_id = body.request_id or secret_bytes(16).hex()
+        # Not cancellable: a client that disconnects is charged all the same, and the answer
+        # is stored with the charge (the same request id gets it again).
+        ok, text = await anyio.to_thread.run_sync(curator.query, who, body, request_id)
+        await asyncio.sleep(
+            padded_delay(
+                time.monotonic() - started,
+                minimum=limits.min_response_ms / 1000,
+                quantum=limits.response_quantum_ms / 1000,
+            )
+        )
+        return Response(text, status_code=200 if ok else 500, media_type="application/json")
+
+    _dashboard_routes(app, gate)
+    return app
+
+
+def _dashboard_routes(app: FastAPI, gate: _Gate) -> None:
+    curator = gate.curator
+
+    @app.get("/")
+    async def root() -> Response:
+        return RedirectResponse("/dashboard", status_code=303)
+
+    @app.get("/login")
+    async def login_form() -> Response:
+        return HTMLResponse(login_page())
+
+    @app.post("/login")
+    async def login(request: Request) -> Response:
+        from urllib.parse import parse_qs  # noqa: PLC0415
+
+        form = parse_qs((await request.body()).decode("utf-8", "replace"))
+        key = (form.get("key") or [""])[0].strip()
+        try:
+            await gate.check(key)
+        except (AuthenticationError, RateLimitedError):
+            return HTMLResponse(login_page("That key is unknown or revoked."), status_code=401)
+        response = RedirectResponse("/dashboard", status_code=303)
+        response.set_cookie(
+            COOKIE,
+            key,
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+            max_age=8 * 3600,
+        )
+        return response
+
+    @app.get("/logout")
+    async def logout() -> Response:
+        response = RedirectResponse("/login", status_code=303)
+        response.delete_cookie(COOKIE)
+        return response
+
+    @app.get("/dashboard")
+    async def dashboard(request: Request) -> Response:
+        try:
+            who = await gate.identify(request, cookie=True)
+        except AuthenticationError:
+            return RedirectResponse("/login", status_code=303)
+        html = await anyio.to_thread.run_sync(render_dashboard, curator, who)
+        return HTMLResponse(html)
+
+    @app.get("/dashboard/data")
+    async def dashboard_data(request: Request) -> dict[str, Any]:
+        who = await gate.identify(request, cookie=True)
+        return await anyio.to_thread.run_sync(curator.standing, who)
+
+
+def wrap(app: FastAPI, config: ServerConfig) -> BodyLimit:
+    """``app`` behind the body-size limit of ``config``."""
+    return BodyLimit(app, config.limits.max_body_bytes)
+
+
+def app_from_environment() -> BodyLimit:
+    """Build the application of the config in ``$DPCURATOR_SERVER_CONFIG`` (for uvicorn)."""
+    path = os.environ.get(CONFIG_ENV)
+    if not path:
+        raise RuntimeError(f"{CONFIG_ENV} must name the server's config file")
+    config = load_config(path)
+    return wrap(create_app(ServiceCurator(config)), config)
