@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -33,7 +34,7 @@ from dpcurator.curator._estimates import Measured, Noisy
 from dpcurator.curator._measures import QuantileCounts
 from dpcurator.curator._plan import MAX_EPSILON, MIN_EPSILON, Plan
 from dpcurator.errors import InvalidParameterError, QueryError
-from dpcurator.mechanisms import ErrorModel
+from dpcurator.mechanisms import ErrorModel, geometric_event
 
 __all__ = ["Predicted", "Target", "epsilon_for", "predicted_errors", "unpredictable"]
 
@@ -65,11 +66,9 @@ class Target:
     """An accuracy to reach: at most ``value`` for the interval's half-width, or for the std."""
 
     value: float
-    kind: str  # "ci" or "std"
+    kind: Literal["ci", "std"]
 
     def __post_init__(self) -> None:
-        if self.kind not in ("ci", "std"):
-            raise InvalidParameterError("target kind", self.kind, "must be 'ci' or 'std'")
         if not (isinstance(self.value, int | float) and math.isfinite(self.value)) or not (
             self.value > 0
         ):
@@ -97,13 +96,11 @@ def predicted_errors(plan: Plan, confidence: float) -> list[Predicted]:
     [6.0]
     """
     measured = Measured(plan.query.table, {v.column: v for v in plan.values}, confidence)
-    for m, event in zip(plan.measurements, plan.events, strict=True):
+    for m in plan.measurements:
         if isinstance(m.measure, QuantileCounts):
             continue
-        scale = getattr(event, "scale", None)
-        if scale is None:
-            raise QueryError(f"No error model for the measurement {m.name!r}.")
-        error = ErrorModel("discrete_laplace", noise_scale=float(scale), center=np.zeros(1))
+        scale = geometric_event(epsilon=m.epsilon, sensitivity=m.units).scale  # as drawn
+        error = ErrorModel("discrete_laplace", noise_scale=scale, center=np.zeros(1))
         half = {}
         for level in measured.levels:
             low, _ = error.confidence_interval(level)
