@@ -96,7 +96,33 @@ def test_a_stale_cache_would_let_the_heavy_unit_through(
     monkeypatch.setattr(session._engine, "version", lambda table: ("frozen",))
     before = _count(session)
     _heavy_unit_frame(people, 1000).to_parquet(path)
+    assert _count(session) == before  # the exact aggregates were reused: stale
+    session._results.clear()  # the units beyond their bounds alone, stale:
     assert _count(session) - before > 3  # unbounded: what the version token prevents
+
+
+def test_a_repeated_statement_reuses_its_exact_aggregates_only(
+    people: pd.DataFrame, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "people.parquet"
+    _heavy_unit_frame(people, 20).to_parquet(path)
+    session = open_session(people_table(people, source=str(path)), budget=10.0)
+    runs: list[str] = []
+    run = session._engine.run
+
+    def counted(statement: Any, table: str) -> Any:
+        runs.append(table)
+        return run(statement, table)
+
+    monkeypatch.setattr(session._engine, "run", counted)
+    query = "SELECT state, COUNT(*) AS n FROM people GROUP BY state"
+    answers = [session.sql(query, epsilon=0.5).table["n"].tolist() for _ in range(4)]
+    assert len(runs) == 2  # the units beyond their bounds' count, then the statement, once
+    assert len({tuple(a) for a in answers}) > 1  # fresh noise for every answer
+    assert session.spent.epsilon == pytest.approx(2.0)  # and every answer charged
+    _heavy_unit_frame(people, 40).to_parquet(path)  # a new version of the rows
+    session.sql(query, epsilon=0.5)
+    assert len(runs) == 4  # read again
 
 
 def test_the_cache_is_per_key_columns_and_bounds(people: pd.DataFrame, tmp_path: Path) -> None:
