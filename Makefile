@@ -41,7 +41,7 @@ $(BENCH_VENV)/.stamp: benchmarks/requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(BENCH_VENV)
 	$(BENCH_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(BENCH_VENV)/bin/python -m pip install --quiet -r benchmarks/requirements.txt
-	$(BENCH_VENV)/bin/python -m pip install --quiet -e .
+	$(BENCH_VENV)/bin/python -m pip install --quiet -e '.[service]'
 	touch $@
 
 bench: $(BENCH_VENV)/.stamp

@@ -27,6 +27,8 @@ SCRIPTS = [
     "bench_learn_erm.py",
     "bench_dpsgd.py",
     "bench_fedavg.py",
+    "bench_service.py",
+    "bench_startup.py",
 ]
 
 
