@@ -469,3 +469,16 @@ def test_bad_data_raises() -> None:
     with pytest.raises(InvalidParameterError, match="fit"):
         _ = trainer.noise_multiplier_
     assert trainer.steps_ == 0 and trainer.epsilon_ == 0.0
+
+
+def test_a_registered_accountant_that_accounts_the_sampled_gaussian_is_accepted() -> None:
+    from dpcurator.accounting import RDPAccountant, register_accountant
+
+    class Renyi(RDPAccountant):
+        name = "test_dpsgd_renyi"
+
+    register_accountant("test_dpsgd_renyi", Renyi)
+    trainer = make_trainer(torch.nn.Linear(2, 2), accountant="test_dpsgd_renyi")
+    assert trainer.accountant == "test_dpsgd_renyi"
+    with pytest.raises(InvalidParameterError, match="cannot account DP-SGD"):
+        make_trainer(torch.nn.Linear(2, 2), accountant="zcdp")  # asked, and it cannot

@@ -108,10 +108,45 @@ from dpcurator.learn._per_example import GRADIENT_ENGINES, make_gradient_sum
 from dpcurator.learn._torch_noise import NOISE_MODES, TensorNoise, grid_bits, grid_sensitivity
 from dpcurator.noise import RandomSource, bernoulli
 
-__all__ = ["DPSGD", "DPSGD_ACCOUNTANTS", "TrainingPhase"]
+__all__ = ["DPSGD", "DPSGD_ACCOUNTANTS", "TrainingPhase", "check_dpsgd_accountant"]
 
 DPSGD_ACCOUNTANTS = ("pld", "rdp")
-"""Accountants that certify DP-SGD (both account the Poisson-sampled Gaussian)."""
+"""The built-in accountants that certify DP-SGD (both account the Poisson-sampled Gaussian)."""
+
+_DPSGD_STEP = PoissonSampledEvent(0.01, GaussianEvent(sigma=1.0))
+
+
+def check_dpsgd_accountant(name: object) -> str:
+    """Return ``name`` if its accountant can certify DP-SGD's steps; refuse it otherwise.
+
+    The accountant is asked (:meth:`~dpcurator.accounting.Accountant.supports`) whether it
+    accounts a Poisson-sampled Gaussian, so a registered accountant that does is accepted too.
+
+    Raises
+    ------
+    InvalidParameterError
+        For an unknown name, or an accountant without the subsampled Gaussian.
+
+    Examples
+    --------
+    >>> check_dpsgd_accountant("rdp")
+    'rdp'
+    >>> check_dpsgd_accountant("basic")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    dpcurator.errors.InvalidParameterError: accountant cannot account DP-SGD's steps ...'basic'.
+    """
+    if not isinstance(name, str):
+        raise InvalidParameterError("accountant", name, "must be an accountant's name")
+    if not make_accountant(name).supports(_DPSGD_STEP):
+        raise InvalidParameterError(
+            "accountant",
+            name,
+            "cannot account DP-SGD's steps (a Poisson-sampled Gaussian): use one that can, "
+            f"such as {' or '.join(DPSGD_ACCOUNTANTS)}",
+        )
+    return name
+
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -334,11 +369,7 @@ class DPSGD:
         self.noise_multiplier, self.target_epsilon, self.delta = check_noise_target(
             noise_multiplier, target_epsilon, delta
         )
-        if accountant not in DPSGD_ACCOUNTANTS:
-            raise InvalidParameterError(
-                "accountant", accountant, f"must be one of {DPSGD_ACCOUNTANTS}"
-            )
-        self.accountant = accountant
+        self.accountant = check_dpsgd_accountant(accountant)
         if noise not in NOISE_MODES:
             raise InvalidParameterError("noise", noise, f"must be one of {NOISE_MODES}")
         self._noise = TensorNoise(noise, source=source)

@@ -94,9 +94,9 @@ from dpcurator.accounting import (
 from dpcurator.errors import InvalidParameterError
 from dpcurator.learn._describe import settings_html, settings_repr
 from dpcurator.learn._dpsgd import (
-    DPSGD_ACCOUNTANTS,
     _Bar,
     as_tensor,
+    check_dpsgd_accountant,
     check_module,
     check_noise_target,
 )
@@ -490,11 +490,7 @@ class DPFedAvg(_Federation):
             raise InvalidParameterError("mode", mode, f"must be one of {FEDERATED_MODES}")
         self.mode = mode
         self.weight_cap = None if weight_cap is None else check_positive(weight_cap, "weight_cap")
-        if accountant not in DPSGD_ACCOUNTANTS:
-            raise InvalidParameterError(
-                "accountant", accountant, f"must be one of {DPSGD_ACCOUNTANTS}"
-            )
-        self.accountant = accountant
+        self.accountant = check_dpsgd_accountant(accountant)
         if noise not in NOISE_MODES:
             raise InvalidParameterError("noise", noise, f"must be one of {NOISE_MODES}")
         self.noise = noise

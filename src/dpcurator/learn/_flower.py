@@ -83,7 +83,7 @@ from torch import nn
 from dpcurator._validation import check_delta, check_epsilon, check_integer, check_positive
 from dpcurator.accounting import GaussianEvent, PoissonSampledEvent, PrivacyEvent, make_accountant
 from dpcurator.errors import BudgetExceededError, InvalidParameterError
-from dpcurator.learn._dpsgd import DPSGD_ACCOUNTANTS, as_tensor, check_module
+from dpcurator.learn._dpsgd import as_tensor, check_dpsgd_accountant, check_module
 from dpcurator.learn._federated import LossFn, RoundRecord, local_sgd
 from dpcurator.learn._torch_noise import (
     NOISE_MODES,
@@ -163,11 +163,7 @@ class DPFedAvgStrategy(FedAvg):
         self.max_epsilon = (
             None if max_epsilon is None else check_epsilon(max_epsilon, "max_epsilon")
         )
-        if accountant not in DPSGD_ACCOUNTANTS:
-            raise InvalidParameterError(
-                "accountant", accountant, f"must be one of {DPSGD_ACCOUNTANTS}"
-            )
-        self.accountant = accountant
+        self.accountant = check_dpsgd_accountant(accountant)
         if noise not in NOISE_MODES:
             raise InvalidParameterError("noise", noise, f"must be one of {NOISE_MODES}")
         self._noise = TensorNoise(noise, source=source)
