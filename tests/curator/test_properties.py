@@ -56,6 +56,7 @@ import dpcurator.errors
 from dpcurator import DPError
 from dpcurator.accounting import Budget
 from dpcurator.curator import Column, QueryRelease, Session, Table
+from dpcurator.curator._cache import Recent
 from dpcurator.noise import InsecureSeededSource
 
 # -- the private data ------------------------------------------------------------------------
@@ -605,13 +606,6 @@ class _Reads:
         return len(self.calls)
 
 
-class _Forgetful(dict):  # type: ignore[type-arg]
-    """A session's store of exact aggregates that keeps nothing, so that every read runs."""
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        pass
-
-
 @contextmanager
 def counting_reads(session: Session) -> Iterator[_Reads]:
     """Wrap the one method that runs SQL on the private rows: ``session._engine.run(sql)``
@@ -620,8 +614,8 @@ def counting_reads(session: Session) -> Iterator[_Reads]:
     A session reuses the exact aggregates of a statement it already ran (tested in
     ``test_over_cache.py``); here it keeps none, so that every answer's reads are seen.
     """
-    if isinstance(getattr(session, "_results", None), dict):
-        session._results = _Forgetful()
+    if hasattr(session, "_results"):
+        session._results = Recent(0)
     reads = _Reads()
     engine = getattr(session, "_engine", None)
     owner: Any = engine if engine is not None else session

@@ -213,18 +213,7 @@ def _explain(table: Path, sql: str, *, epsilon: float, delta: float, as_json: bo
             "query": sql,
             "epsilon": plan.epsilon,
             "delta": plan.delta,
-            "split": [
-                {
-                    "measurement": m.name,
-                    "kind": m.kind,
-                    "mechanism": m.mechanism,
-                    "epsilon": m.epsilon,
-                    "delta": m.delta,
-                    "sensitivity": m.sensitivity,
-                    "scale": m.scale,
-                }
-                for m in plan.measurements
-            ],
+            "split": [m.summary() for m in plan.measurements],
             "threshold": plan.threshold,
             "predicted": [
                 {"aggregate": p.alias, "std": p.std, "half_width_95": p.half_width}

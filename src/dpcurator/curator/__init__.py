@@ -36,6 +36,7 @@ Examples
 
 from __future__ import annotations
 
+from dpcurator.curator._accuracy import Predicted, measurement_noise
 from dpcurator.curator._builder import QueryBuilder
 from dpcurator.curator._duckdb import DuckDBEngine
 from dpcurator.curator._engine import Engine
@@ -57,11 +58,13 @@ __all__ = [
     "LedgerEntry",
     "Measurement",
     "Plan",
+    "Predicted",
     "QueryBuilder",
     "QueryError",
     "QueryRelease",
     "Session",
     "SparkEngine",
     "Table",
+    "measurement_noise",
     "read_declaration",
 ]

@@ -32,11 +32,18 @@ from dpcurator.curator._aggregates import (
 )
 from dpcurator.curator._estimates import Measured, Noisy
 from dpcurator.curator._measures import QuantileCounts
-from dpcurator.curator._plan import MAX_EPSILON, MIN_EPSILON, Plan
+from dpcurator.curator._plan import MAX_EPSILON, MIN_EPSILON, Measurement, Plan
 from dpcurator.errors import InvalidParameterError, QueryError
 from dpcurator.mechanisms import ErrorModel, geometric_event
 
-__all__ = ["Predicted", "Target", "epsilon_for", "predicted_errors", "unpredictable"]
+__all__ = [
+    "Predicted",
+    "Target",
+    "epsilon_for",
+    "measurement_noise",
+    "predicted_errors",
+    "unpredictable",
+]
 
 _PREDICTABLE = (Count, CountColumn, CountUnits, Histogram, Sum)
 _SEARCH_STEPS = 60
@@ -97,10 +104,9 @@ def predicted_errors(plan: Plan, confidence: float) -> list[Predicted]:
     """
     measured = Measured(plan.query.table, {v.column: v for v in plan.values}, confidence)
     for m in plan.measurements:
-        if isinstance(m.measure, QuantileCounts):
+        error = measurement_noise(m)
+        if error is None:
             continue
-        scale = geometric_event(epsilon=m.epsilon, sensitivity=m.units).scale  # as drawn
-        error = ErrorModel("discrete_laplace", noise_scale=scale, center=np.zeros(1))
         half = {}
         for level in measured.levels:
             low, _ = error.confidence_interval(level)
@@ -113,6 +119,29 @@ def predicted_errors(plan: Plan, confidence: float) -> list[Predicted]:
             width = float(released.high[0] - released.value[0])
             out.append(Predicted(aggregate.alias, float(released.std[0]), width))
     return out
+
+
+def measurement_noise(m: Measurement) -> ErrorModel | None:
+    """Return the error model of a measurement's noise in grid units (None: a quantile's choice).
+
+    The geometric mechanism's exact model, at the scale it draws with (:func:`geometric_event`);
+    multiply by ``m.unit_value`` for the column's units.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from dpcurator.accounting import Budget
+    >>> from dpcurator.curator import Column, Session, Table
+    >>> t = Table("t", pd.DataFrame({"x": [1.0]}), columns=[Column("x", lower=0, upper=10)])
+    >>> with Session(t, Budget(1.0), ledger=":memory:") as s:
+    ...     (m,) = s.plan("SELECT COUNT(*) FROM t", epsilon=1.0).measurements
+    >>> round(measurement_noise(m).std, 4)
+    1.357
+    """
+    if isinstance(m.measure, QuantileCounts):
+        return None
+    scale = geometric_event(epsilon=m.epsilon, sensitivity=m.units).scale  # as drawn
+    return ErrorModel("discrete_laplace", noise_scale=scale, center=np.zeros(1))
 
 
 def unpredictable(plan: Plan) -> list[str]:

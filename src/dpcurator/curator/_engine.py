@@ -19,8 +19,6 @@ error raised while rows are read (see :meth:`~dpcurator.curator.Session.sql`).
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, ClassVar, Protocol, Self, runtime_checkable
@@ -28,6 +26,7 @@ from typing import Any, ClassVar, Protocol, Self, runtime_checkable
 import numpy as np
 from sqlglot import exp
 
+from dpcurator.curator._cache import Recent
 from dpcurator.curator._table import Table
 from dpcurator.curator._types import Kind, kind_of_type
 from dpcurator.errors import InvalidParameterError
@@ -230,35 +229,11 @@ def _spark_fixes(node: exp.Expr) -> exp.Expr:
 _DIALECT_FIXES: dict[str, Callable[[exp.Expr], exp.Expr]] = {"spark": _spark_fixes}
 
 
-class _Rendered:
-    """The SQL text of recently rendered statements (trees are never changed once built).
-
-    Keyed by the statement object's identity (kept alive by the entry, so that its id is not
-    reused), the relation's SQL and the dialect: a plan's statements are rendered to bind them,
-    to run them and to report them, and a session reuses its plans, so most renders repeat.
-    """
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._entries: OrderedDict[tuple[int, str, str], tuple[exp.Query, str]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, statement: exp.Query, key: tuple[int, str, str]) -> str | None:
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is None or entry[0] is not statement:
-                return None
-            self._entries.move_to_end(key)
-            return entry[1]
-
-    def put(self, statement: exp.Query, key: tuple[int, str, str], sql: str) -> None:
-        with self._lock:
-            self._entries[key] = (statement, sql)
-            while len(self._entries) > self._size:
-                self._entries.popitem(last=False)
-
-
-_RENDERED = _Rendered(512)
+_RENDERED: Recent[tuple[exp.Query, str]] = Recent(512)
+"""The SQL text of recently rendered statements, keyed by the statement object's identity (the
+entry keeps the object, so that its id is not reused), the relation's SQL and the dialect: a
+plan's statements are rendered to bind them, to run them and to report them, and a session
+reuses its plans, so most renders repeat (trees are never changed once built)."""
 
 
 def render(statement: exp.Query, relation: exp.Expr, dialect: str) -> str:
@@ -270,11 +245,11 @@ def render(statement: exp.Query, relation: exp.Expr, dialect: str) -> str:
     'SELECT COUNT(*) AS n FROM people'
     """
     key = (id(statement), relation.sql(), dialect)
-    cached = _RENDERED.get(statement, key)
-    if cached is None:
-        cached = _render(statement, relation, dialect)
-        _RENDERED.put(statement, key, cached)
-    return cached
+    kept = _RENDERED.get(key)
+    if kept is None or kept[0] is not statement:
+        kept = (statement, _render(statement, relation, dialect))
+        _RENDERED.put(key, kept)
+    return kept[1]
 
 
 def _render(statement: exp.Query, relation: exp.Expr, dialect: str) -> str:

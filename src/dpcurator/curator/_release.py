@@ -199,17 +199,7 @@ class QueryRelease:
             "charged": {"epsilon": self.charged.epsilon, "delta": self.charged.delta},
             "spent": {"epsilon": self.spent.epsilon, "delta": self.spent.delta},
             "remaining": {"epsilon": self.remaining.epsilon, "delta": self.remaining.delta},
-            "split": [
-                {
-                    "measurement": m.name,
-                    "mechanism": m.mechanism,
-                    "epsilon": m.epsilon,
-                    "delta": m.delta,
-                    "sensitivity": m.sensitivity,
-                    "scale": None if math.isnan(m.scale) else m.scale,
-                }
-                for m in self.split
-            ],
+            "split": [m.summary() for m in self.split],
             "threshold": self.threshold,
             "entry_id": self.entry_id,
             "bounded_sql": self.bounded_sql,

@@ -37,6 +37,7 @@ from dpcurator._validation import check_probability
 from dpcurator.accounting import Budget
 from dpcurator.accounting._registry import make_accountant
 from dpcurator.curator._accuracy import Predicted, Target, epsilon_for, predicted_errors
+from dpcurator.curator._cache import Recent
 from dpcurator.curator._duckdb import DuckDBEngine
 from dpcurator.curator._engine import SOURCE, Engine, declared_tables, render
 from dpcurator.curator._ledger import Ledger, LedgerEntry
@@ -51,7 +52,8 @@ from dpcurator.errors import InvalidParameterError, QueryError, QueryFailedError
 from dpcurator.noise import RandomSource, resolve_source
 
 if TYPE_CHECKING:
-    from dpcurator.curator._builder import QueryBuilder
+    from dpcurator.curator._cache import Recent
+from dpcurator.curator._builder import QueryBuilder
 
 __all__ = ["DEFAULT_ACCOUNTANT", "Session"]
 
@@ -167,9 +169,11 @@ class Session:
         self._lock = threading.RLock()
         self._engine = _engine(declared, engine, connection)
         self._over: dict[tuple[object, ...], _Over] = {}
-        self._plans: dict[tuple[str, float, float], Plan] = {}
-        self._runnables: dict[tuple[int, int], tuple[exp.Query, _Over, exp.Query]] = {}
-        self._results: dict[tuple[str, Hashable, str], Mapping[str, Sequence[object]]] = {}
+        # Kept for repeated queries: plans (functions of the query and the declarations), the
+        # statements reading cached units, and exact aggregates per version of the rows.
+        self._plans: Recent[Plan] = Recent(_KEPT)
+        self._runnables: Recent[tuple[exp.Query, _Over, exp.Query]] = Recent(_KEPT)
+        self._results: Recent[Mapping[str, Sequence[object]]] = Recent(_KEPT)
         try:
             self._ledger = Ledger(
                 path,
@@ -230,9 +234,7 @@ class Session:
         plan = self._plans.get(key)
         if plan is None:  # a plan is a function of the query and the declarations only
             plan = make_plan(parse_query(query, self._engine.tables), epsilon=epsilon, delta=delta)
-            self._plans[key] = plan
-            while len(self._plans) > _PLANS_KEPT:
-                self._plans.pop(next(iter(self._plans)))
+            self._plans.put(key, plan)
         parsed = plan.query
         kinds = self._engine.kinds(parsed.table.name)
         check_where_types(parsed.where, kinds)
@@ -290,9 +292,7 @@ class Session:
         result = self._results.get(key)
         if result is None:
             result = self._engine.run(statement, table)
-            self._results[key] = result
-            while len(self._results) > _PLANS_KEPT:
-                self._results.pop(next(iter(self._results)))
+            self._results.put(key, result)
         return result
 
     def _runnable(self, statement: exp.Query, over: _Over) -> exp.Query:
@@ -302,9 +302,7 @@ class Session:
         if kept is None or kept[0] is not statement or kept[1] is not over:
             tree = without_heavy(statement) if over.empty else with_over(statement, over.units)
             kept = (statement, over, tree)
-            self._runnables[key] = kept
-            while len(self._runnables) > _PLANS_KEPT:
-                self._runnables.pop(next(iter(self._runnables)))
+            self._runnables.put(key, kept)
         return kept[2]
 
     def predicted_errors(
@@ -511,8 +509,8 @@ class _Over:
     empty: bool
 
 
-_PLANS_KEPT = 256
-"""Plans (and their statements reading cached units) a session keeps for repeated queries."""
+_KEPT = 256
+"""Entries of each cache a session keeps for repeated queries."""
 
 
 def _target(target_ci: float | None, target_std: float | None) -> Target:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -147,3 +148,15 @@ class Measurement:
     quantile: float | None = field(default=None, repr=False)
     bits: int = field(default=0, repr=False)
     result: str = field(default="", repr=False)
+
+    def summary(self) -> dict[str, Any]:
+        """Return what the budget split reports of this measurement, JSON-ready (NaN: None)."""
+        return {
+            "measurement": self.name,
+            "kind": self.kind,
+            "mechanism": self.mechanism,
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "sensitivity": self.sensitivity,
+            "scale": None if math.isnan(self.scale) else self.scale,
+        }

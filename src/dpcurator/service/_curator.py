@@ -35,7 +35,14 @@ from sqlglot import exp
 from dpcurator.accounting import Budget, event_to_dict
 from dpcurator.client._errors import FAILED_TEXT, BadRequestError, PermissionDeniedError
 from dpcurator.client._wire import budget_to_json, release_to_dict
-from dpcurator.curator import Measurement, Plan, QueryRelease, Session, Table
+from dpcurator.curator import (
+    Measurement,
+    Plan,
+    QueryRelease,
+    Session,
+    Table,
+    measurement_noise,
+)
 from dpcurator.errors import BudgetExceededError, DPError
 from dpcurator.noise import uniform_integers
 from dpcurator.service._config import ServerConfig, check_name
@@ -48,7 +55,6 @@ MAX_DUMMY_ROWS = 10_000
 
 _DUMMY_GRID = 1_000_000
 _MAX_REQUEST_ID = 64
-_MAX_PLANS = 512  # plans kept (a plan is a function of the query and the declaration only)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,15 +116,11 @@ def parse_request(body: object, *, max_query_chars: int, needs_epsilon: bool) ->
 def noise_std(m: Measurement) -> float | None:
     """Return the std of a measurement's noise in the column's units (None: it has none).
 
-    The geometric (discrete Laplace) mechanism with scale ``t`` grid units has variance
-    ``2 e^{-1/t} / (1 - e^{-1/t})^2`` (Inusah and Kozubowski 2006); in the column's units it is
-    multiplied by the unit's value. The exponential mechanism has none.
+    The exact std of the geometric mechanism's noise (:func:`dpcurator.curator.measurement_noise`);
+    the exponential mechanism (quantiles) has none.
     """
-    if math.isnan(m.scale) or m.unit_value <= 0:
-        return None
-    t = m.scale / m.unit_value
-    q = math.exp(-1.0 / t)
-    return math.sqrt(2.0 * q) / (1.0 - q) * m.unit_value
+    error = measurement_noise(m)
+    return None if error is None else error.std * m.unit_value
 
 
 def table_metadata(table: Table) -> dict[str, Any]:
@@ -176,8 +178,6 @@ class ServiceCurator:
                 self.store.add_analyst(analyst.name, actor="config")
             for table_name, budget in analyst.budgets:
                 self.store.seed_budget(analyst.name, table_name, budget)
-        self._plans: dict[tuple[str, str, float, float], Plan] = {}
-        self._plans_lock = threading.Lock()
         self._sessions: dict[str, Session] = {}
         self._locks: dict[str, threading.Lock] = {}
         for table in config.tables:
@@ -256,13 +256,8 @@ class ServiceCurator:
 
     # -- explain, query, dummy ---------------------------------------------------------------
     def _plan(self, who: Identity, request: QueryRequest) -> tuple[str, Plan]:
-        """Plan a query (no data read); plans are kept, as they depend on the query only."""
+        """Plan a query (no data read; the table's session keeps its plans)."""
         table = self._table_for(who, request.query)
-        key = (table, request.query, request.epsilon, request.delta)
-        with self._plans_lock:
-            plan = self._plans.get(key)
-        if plan is not None:
-            return table, plan
         try:
             plan = self._sessions[table].plan(
                 request.query, epsilon=request.epsilon, delta=request.delta
@@ -270,10 +265,6 @@ class ServiceCurator:
         except DPError as exc:
             self.store.refuse(who.owner, table, request.query, str(exc))
             raise
-        with self._plans_lock:
-            if len(self._plans) >= _MAX_PLANS:
-                self._plans.pop(next(iter(self._plans)))
-            self._plans[key] = plan
         return table, plan
 
     def explain(self, who: Identity, request: QueryRequest) -> dict[str, Any]:
@@ -297,19 +288,7 @@ class ServiceCurator:
             "query": request.query,
             "epsilon": plan.epsilon,
             "delta": plan.delta,
-            "split": [
-                {
-                    "measurement": m.name,
-                    "kind": m.kind,
-                    "mechanism": m.mechanism,
-                    "epsilon": m.epsilon,
-                    "delta": m.delta,
-                    "sensitivity": m.sensitivity,
-                    "scale": None if math.isnan(m.scale) else m.scale,
-                    "noise_std": noise_std(m),
-                }
-                for m in plan.measurements
-            ],
+            "split": [{**m.summary(), "noise_std": noise_std(m)} for m in plan.measurements],
             "events": [event_to_dict(e) for e in plan.events],
             "threshold": plan.threshold,
             "bounded_sql": plan.sql,
