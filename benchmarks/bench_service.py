@@ -12,6 +12,9 @@ configured minimum. Before timing, each query runs once (the warm-up): a stateme
 reads the data and computes the units beyond their bounds; later runs of the same statement on
 the same file reuse its exact aggregates (fresh noise, a full charge), so the figures are the
 steady state of a workload that repeats its statements. The first runs: about 0.1-0.3 s each.
+Each client also sends a free request first: a key's first request in a server process pays
+one scrypt check (about 30 ms of CPU, by design), later ones a SHA-256. Without that warm-up,
+the first requests of 8 new keys queue behind each other's scrypt (up to about 300 ms).
 
     .venv/bin/python benchmarks/bench_service.py [--queries 25] [--levels 1 8 32] [--workers 1]
         [--ledgers sqlite postgresql] [--no-local] [--out F]
@@ -195,6 +198,8 @@ def _service(ledger_kind: str, levels: list[int], queries: int, workers: int = 1
         clients = [Client(url, key) for key in keys]
         for query in QUERIES:  # warm up: each statement's first run reads the data
             clients[0].sql(query, epsilon=EPSILON)
+        for client in clients:  # each key's first request: one scrypt check (see above)
+            client.tables()
         for level in levels:
             out[str(level)] = _concurrently(
                 level, queries, lambda i, q: clients[i].sql(q, epsilon=EPSILON)

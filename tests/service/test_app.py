@@ -287,6 +287,28 @@ def test_the_rate_limit_is_per_key_with_retry_after(live: Start) -> None:
         client.budget()
 
 
+def test_requests_without_a_valid_key_are_limited_per_address(live: Start) -> None:
+    server = live(analysts={"ann": {"people": 1.0}}, rate_per_minute=3)
+    made_up = "dpk_0123456789ab_" + "A" * 43  # well formed, unknown: no scrypt, a failure
+    codes = [httpx.get(server.url + "/api/v1/me").status_code for _ in range(2)]
+    codes.append(
+        httpx.get(
+            server.url + "/api/v1/me", headers={"Authorization": f"Bearer {made_up}"}
+        ).status_code
+    )
+    assert codes == [401, 401, 401]
+    # Three failures from 127.0.0.1 used its bucket: keyless, made-up and real keys now wait.
+    _refused(httpx.get(server.url + "/api/v1/me"), 429)
+    other = "dpk_ba9876543210_" + "B" * 43
+    _refused(
+        httpx.get(server.url + "/api/v1/me", headers={"Authorization": f"Bearer {other}"}), 429
+    )
+    ann = httpx.get(
+        server.url + "/api/v1/me", headers={"Authorization": f"Bearer {server.key('ann')}"}
+    )
+    _refused(ann, 429)
+
+
 def test_unknown_paths_and_methods_are_json_4xx(live: Start) -> None:
     server = live(analysts={"ann": {"people": 1.0}})
     _refused(httpx.get(server.url + "/nope"), 404)

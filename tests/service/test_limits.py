@@ -31,3 +31,11 @@ def test_rate_limits_are_per_key_and_refill() -> None:
     assert wait == pytest.approx(1.0)
     assert limiter.take("b", now=0.0) == 0.0
     assert limiter.take("a", now=1.0) == 0.0
+
+
+def test_idle_buckets_are_forgotten_so_made_up_keys_cost_no_memory() -> None:
+    limiter = RateLimiter(per_minute=60)
+    for i in range(5000):
+        limiter.take(f"made-up-{i}", now=i * 0.1)  # one new key every 0.1 s, for 500 s
+    assert len(limiter) <= 60 / 0.1 + RateLimiter._PRUNE_EVERY  # a minute's keys, a batch
+    assert limiter.wait("made-up-4999", now=500.0) == 0.0

@@ -164,3 +164,53 @@ def test_stop_and_restart_postgres_mid_load(
     assert restarted.is_set()
     assert len(outcomes.answers) == 32 and len(outcomes.refused) == 128
     _check_books(url, outcomes, analysts, 2.0)
+
+
+def _workers_of(server: ServerProcess) -> int:
+    """The number of uvicorn worker processes under the server (spawned by multiprocessing)."""
+    assert server.process is not None
+    count = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            command = (stat.parent / "cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):
+            continue  # a process that ended meanwhile
+        count += parent == server.process.pid and b"spawn_main" in command
+    return count
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("store", ["sqlite", "postgresql"])
+def test_two_workers_share_the_budgets(
+    tmp_path: Path, store: str, request: pytest.FixtureRequest
+) -> None:
+    analysts = [f"w{i}" for i in range(8)]
+    ledger = (
+        request.getfixturevalue("postgres").create_database("workers")
+        if store == "postgresql"
+        else "books.sqlite"
+    )
+    # 4 queries fit in each analyst's 0.25 and 20 in the table's 1.25: 80 asked, 20 answered,
+    # by whichever worker each client's connection reached.
+    path = write_config(
+        tmp_path,
+        ledger=ledger,
+        tables={"people": 1.25},
+        analysts={a: {"people": 0.25} for a in analysts},
+    )
+    config = load_config(path)
+    with LedgerStore(config.ledger) as books:
+        books.add_table("people", Budget(1.25), actor="test")
+        for a in analysts:
+            books.add_analyst(a, actor="test")
+        keys = {a: books.issue_key(a, actor="test").text for a in analysts}
+    server = ServerProcess(path, workers=2).start()
+    outcomes = Outcomes()
+    try:
+        _run_analysts(server.url, keys, 10, outcomes, lambda: None)
+        assert _workers_of(server) == 2
+    finally:
+        server.stop()
+    assert len(outcomes.answers) == 20 and len(outcomes.refused) == 60
+    _check_books(config.ledger, outcomes, analysts, 1.25)

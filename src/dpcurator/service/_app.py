@@ -85,23 +85,37 @@ class _Gate:
         text = _bearer(request)
         if text is None and cookie:
             text = request.cookies.get(COOKIE)
-        return await self.check(text)
+        return await self.check(text, _address(request))
 
-    async def check(self, text: str | None) -> Identity:
-        """Authenticate a presented key, counting the try against its key id's rate first.
+    async def check(self, text: str | None, address: str) -> Identity:
+        """Authenticate a presented key, counting the try against a rate first.
 
-        The rate is taken before the key is checked, so that nobody can make the server run
-        scrypt faster than the rate allows for one key id (unknown ids cost no scrypt).
+        A well-formed key counts against its key id's bucket, taken before the key is checked,
+        so that nobody can make the server run scrypt faster than the rate allows for one key
+        id (unknown ids cost no scrypt). A missing or malformed key, and every failed
+        authentication, count against the caller's address: one address cannot probe keys
+        faster than the rate either, whatever ids it makes up.
         """
         parsed = None if text is None else parse_key(text)
-        if parsed is not None:
-            wait = self.limiter.take(parsed[0])
-            if wait > 0:
-                raise RateLimitedError(
-                    f"Too many requests with this key; retry in {wait:.1f} s. Nothing was read.",
-                    retry_after=wait,
-                )
-        return await anyio.to_thread.run_sync(self.curator.store.authenticate, text)
+        bucket = f"address:{address}"
+        wait = self.limiter.take(bucket) if parsed is None else self.limiter.wait(bucket)
+        if parsed is not None and wait == 0:
+            wait = self.limiter.take(f"key:{parsed[0]}")
+        if wait > 0:
+            raise RateLimitedError(
+                f"Too many requests; retry in {wait:.1f} s. Nothing was read.", retry_after=wait
+            )
+        try:
+            return await anyio.to_thread.run_sync(self.curator.store.authenticate, text)
+        except AuthenticationError:
+            if parsed is not None:
+                self.limiter.take(bucket)
+            raise
+
+
+def _address(request: Request) -> str:
+    """Return the caller's address (the forwarded one when uvicorn is told to trust a proxy)."""
+    return request.client.host if request.client is not None else "unknown"
 
 
 async def _json_body(request: Request) -> Any:
@@ -229,7 +243,7 @@ def _dashboard_routes(app: FastAPI, gate: _Gate) -> None:
         form = parse_qs((await request.body()).decode("utf-8", "replace"))
         key = (form.get("key") or [""])[0].strip()
         try:
-            await gate.check(key)
+            await gate.check(key, _address(request))
         except (AuthenticationError, RateLimitedError):
             return HTMLResponse(login_page("That key is unknown or revoked."), status_code=401)
         response = RedirectResponse("/dashboard", status_code=303)

@@ -51,7 +51,8 @@ class RateLimiter:
     """A token bucket per key: ``per_minute`` requests a minute, bursts of up to that many.
 
     Each server process has its own buckets (with ``n`` workers a key may make up to ``n``
-    times the rate).
+    times the rate). A bucket idle for a minute is full again and is forgotten, so that keys
+    made up by a caller cost no memory beyond a minute's requests.
 
     Examples
     --------
@@ -60,25 +61,53 @@ class RateLimiter:
     (0.0, 0.0, True)
     >>> limiter.take("k", now=30.0)  # one token back after 30 s
     0.0
+    >>> limiter.wait("k", now=30.0) > 0  # looks without taking
+    True
     """
+
+    _PRUNE_EVERY = 1024
 
     def __init__(self, per_minute: int) -> None:
         self._rate = per_minute / 60.0
         self._capacity = float(per_minute)
         self._lock = threading.Lock()
         self._buckets: dict[str, tuple[float, float]] = {}
+        self._since_prune = 0
+
+    def _tokens(self, key: str, moment: float) -> float:
+        tokens, last = self._buckets.get(key, (self._capacity, moment))
+        return min(self._capacity, tokens + (moment - last) * self._rate)
+
+    def wait(self, key: str, *, now: float | None = None) -> float:
+        """Seconds until ``key`` has a token (0 if it has one now); takes nothing."""
+        moment = time.monotonic() if now is None else now
+        with self._lock:
+            return max(0.0, (1.0 - self._tokens(key, moment)) / self._rate)
 
     def take(self, key: str, *, now: float | None = None) -> float:
         """Take one token for ``key``: 0 if allowed, else the seconds until one is available."""
         moment = time.monotonic() if now is None else now
         with self._lock:
-            tokens, last = self._buckets.get(key, (self._capacity, moment))
-            tokens = min(self._capacity, tokens + (moment - last) * self._rate)
+            tokens = self._tokens(key, moment)
+            self._prune(moment)
             if tokens >= 1.0:
                 self._buckets[key] = (tokens - 1.0, moment)
                 return 0.0
             self._buckets[key] = (tokens, moment)
             return (1.0 - tokens) / self._rate
+
+    def __len__(self) -> int:
+        return len(self._buckets)
+
+    def _prune(self, moment: float) -> None:
+        """Forget the buckets that have refilled (every ``_PRUNE_EVERY`` takes)."""
+        self._since_prune += 1
+        if self._since_prune < self._PRUNE_EVERY:
+            return
+        self._since_prune = 0
+        full = self._capacity / self._rate
+        for key in [k for k, (_, last) in self._buckets.items() if moment - last >= full]:
+            del self._buckets[key]
 
 
 class BodyLimit:
