@@ -34,7 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from fractions import Fraction
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from dpcurator._validation import ceil_float
 from dpcurator.accounting import (
@@ -54,7 +54,7 @@ from dpcurator.client._errors import (
     StoreUnavailableError,
 )
 from dpcurator.errors import BudgetExceededError, InvalidParameterError
-from dpcurator.service._backends import Backend, StoreUnavailable, open_backend
+from dpcurator.service._backends import Backend, Row, StoreUnavailable, open_backend
 from dpcurator.service._keys import IssuedKey, VerifiedKeys, hash_token, new_key, parse_key
 from dpcurator.service._records import (
     STEWARD,
@@ -203,6 +203,20 @@ class LedgerStore:
 
     def _write(self, work: Callable[[Backend], T]) -> T:
         return self._run(work)
+
+    def _one(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        """Run one statement as its own transaction (one round trip on PostgreSQL).
+
+        A write is durable when this returns, as a committed transaction is.
+        """
+        with self._lock:
+            try:
+                return self._backend.execute(sql, params)
+            except StoreUnavailable:
+                raise StoreUnavailableError(
+                    "The ledger store is unavailable; nothing was read or spent by this request. "
+                    "Retry with the same request id."
+                ) from None
 
     def _read(self, work: Callable[[Backend], T]) -> T:
         return self._run(work, read_only=True)
@@ -389,10 +403,8 @@ class LedgerStore:
 
     def grants(self, analyst: str) -> list[str]:
         """Return the tables ``analyst`` has a budget on, by name."""
-        rows = self._read(
-            lambda db: db.execute(
-                "SELECT table_name FROM budgets WHERE analyst = ? ORDER BY table_name", (analyst,)
-            )
+        rows = self._one(
+            "SELECT table_name FROM budgets WHERE analyst = ? ORDER BY table_name", (analyst,)
         )
         return [str(r[0]) for r in rows]
 
@@ -456,12 +468,10 @@ class LedgerStore:
         if parsed is None:
             raise refused
         key_id, token = parsed
-        rows = self._read(
-            lambda db: db.execute(
-                "SELECT k.owner, k.salt, k.hash, k.revoked, a.active FROM keys k LEFT JOIN "
-                "analysts a ON a.name = k.owner WHERE k.id = ?",
-                (key_id,),
-            )
+        rows = self._one(
+            "SELECT k.owner, k.salt, k.hash, k.revoked, a.active FROM keys k LEFT JOIN "
+            "analysts a ON a.name = k.owner WHERE k.id = ?",
+            (key_id,),
         )
         if not rows:
             raise refused
@@ -648,14 +658,12 @@ class LedgerStore:
         (a repeated request racing the first) release one answer.
         """
 
-        def work(db: Backend) -> str:
-            db.execute(
-                "UPDATE charges SET answer = ?, answered = ? WHERE id = ? AND answer IS NULL",
-                (answer, _now(), charge_id),
-            )
-            return str(db.execute("SELECT answer FROM charges WHERE id = ?", (charge_id,))[0][0])
-
-        return self._write(work)
+        stored = self._one(
+            "UPDATE charges SET answered = COALESCE(answered, ?), answer = COALESCE(answer, ?) "
+            "WHERE id = ? RETURNING answer",
+            (_now(), answer, charge_id),
+        )
+        return str(stored[0][0])
 
     def refuse(self, analyst: str, table: str, query: str, reason: str) -> None:
         """Record a refused query (for the steward's view); never raises."""
