@@ -81,3 +81,29 @@ def test_non_finite_and_missing_values_survive() -> None:
     )
     text = json.dumps(frame_to_json(frame), allow_nan=False)
     pd.testing.assert_frame_equal(frame_from_json(json.loads(text)), frame)
+
+
+def test_a_gaussian_release_round_trips_with_its_noise_and_why() -> None:
+    table = Table(
+        "people",
+        FRAME,
+        privacy_unit="hh",
+        max_rows_per_unit=2,
+        max_groups_per_unit=2,
+        columns=[Column("region", domain=["e", "n", "s", "w"])],
+    )
+    with Session(
+        table,
+        Budget(100.0, 0.5),
+        ledger=":memory:",
+        noise="gaussian",
+        source=InsecureSeededSource(4),
+    ) as s:
+        release = s.sql(
+            "SELECT region, COUNT(*) AS n FROM people GROUP BY region", epsilon=1.0, delta=1e-6
+        )
+    back = release_from_json(release_to_json(release))
+    (m,) = back.split
+    assert m.gaussian is not None and m.gaussian == release.split[0].gaussian
+    assert m.why == release.split[0].why != ""
+    assert back.split == release.split and back.events == release.events

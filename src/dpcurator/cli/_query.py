@@ -37,7 +37,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from dpcurator.accounting import Budget
+from dpcurator.accounting import Budget, event_to_dict
+from dpcurator.cli._suggest import with_suggestion
 from dpcurator.errors import DPError, InvalidParameterError
 
 if TYPE_CHECKING:  # the curator (DuckDB, pandas, sqlglot) is imported when a command runs
@@ -169,9 +170,9 @@ def _strict(value: Any) -> Any:
 def _fail(exc: Exception, as_json: bool) -> None:
     """Print the reason of a refusal (or JSON ``{"error": ...}``) and exit with status 2."""
     if as_json:
-        typer.echo(json.dumps({"error": str(exc), "type": type(exc).__name__}))
+        typer.echo(json.dumps({"error": with_suggestion(exc), "type": type(exc).__name__}))
     else:
-        console.print(f"[red]error:[/] {escape(str(exc))}")
+        console.print(f"[red]error:[/] {escape(with_suggestion(exc))}")
     raise typer.Exit(code=2)
 
 
@@ -274,6 +275,13 @@ def query(  # noqa: PLR0917 (typer commands take their options as parameters)
     delta: Annotated[
         float, typer.Option(help="The query's delta (> 0 only for undeclared group keys).")
     ] = 0.0,
+    rho: Annotated[
+        float | None,
+        typer.Option(
+            help="Instead of --epsilon: a zCDP budget for the query (discrete Gaussian noise); "
+            "the declaration's accountant must be zcdp.",
+        ),
+    ] = None,
     explain: Annotated[
         bool, typer.Option("--explain", help="Show the plan; read no data, spend nothing.")
     ] = False,
@@ -336,12 +344,12 @@ def query(  # noqa: PLR0917 (typer commands take their options as parameters)
             nominal = 1.0 if epsilon is None else epsilon
             _explain(table, sql, epsilon=nominal, delta=delta, as_json=as_json)
             return
-        if epsilon is None:
+        if epsilon is None and rho is None:
             raise InvalidParameterError(
-                "--epsilon", None, "is required (or --target-ci, --target-std or --explain)"
+                "--epsilon", None, "is required (or --rho, --target-ci, --target-std or --explain)"
             )
         with Session.from_toml(table) as session:
-            release = session.sql(sql, epsilon=epsilon, delta=delta)
+            release = session.sql(sql, epsilon=epsilon, delta=delta, rho=rho)
             budget = session.budget
             used = session.ledger.path
     except (DPError, OSError, sqlite3.Error) as exc:
@@ -414,7 +422,7 @@ def _entry_dict(entry: LedgerEntry) -> dict[str, Any]:
         "id": entry.id,
         "time": entry.time.isoformat(),
         "query": entry.query,
-        "events": [repr(event) for event in entry.events],
+        "events": [event_to_dict(event) for event in entry.events],  # structured, exact
         "charged": _budget_dict(entry.charged),
         "spent": _budget_dict(entry.spent),
         "remaining": _budget_dict(entry.remaining),

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from dpcurator.accounting import Budget, event_from_dict, event_to_dict
-from dpcurator.curator import Measurement, QueryRelease
+from dpcurator.curator import GaussianNoise, Measurement, QueryRelease
 from dpcurator.errors import InvalidParameterError
 
 __all__ = [
@@ -116,6 +116,10 @@ def _measurement_to_json(m: Measurement) -> dict[str, Any]:
         "quantile": m.quantile,
         "bits": m.bits,
         "result": m.result,
+        "gaussian": None
+        if m.gaussian is None
+        else {"sigma": m.gaussian.sigma, "l2": m.gaussian.l2, "l2_squared": m.gaussian.l2_squared},
+        "why": m.why,
     }
 
 
@@ -155,7 +159,15 @@ def _measurement_from_json(raw: Any) -> Measurement:
         quantile=raw["quantile"],
         bits=int(raw["bits"]),
         result=raw["result"],
+        gaussian=_gaussian_from_json(raw.get("gaussian")),
+        why=str(raw.get("why", "")),
     )
+
+
+def _gaussian_from_json(raw: Any) -> GaussianNoise | None:
+    if raw is None:
+        return None
+    return GaussianNoise(float(raw["sigma"]), float(raw["l2"]), int(raw["l2_squared"]))
 
 
 def release_to_dict(release: QueryRelease) -> dict[str, Any]:

@@ -41,10 +41,11 @@ from dpcurator.curator._builder import QueryBuilder
 from dpcurator.curator._duckdb import DuckDBEngine
 from dpcurator.curator._engine import Engine
 from dpcurator.curator._ledger import Ledger, LedgerEntry
-from dpcurator.curator._plan import Measurement, Plan
+from dpcurator.curator._plan import Measurement, Noise, Plan
 from dpcurator.curator._release import QueryRelease
 from dpcurator.curator._session import DEFAULT_ACCOUNTANT, Session
 from dpcurator.curator._spark import SparkEngine
+from dpcurator.curator._specs import GaussianNoise
 from dpcurator.curator._table import Column, Declaration, Table, read_declaration
 from dpcurator.errors import QueryError
 
@@ -54,9 +55,11 @@ __all__ = [
     "Declaration",
     "DuckDBEngine",
     "Engine",
+    "GaussianNoise",
     "Ledger",
     "LedgerEntry",
     "Measurement",
+    "Noise",
     "Plan",
     "Predicted",
     "QueryBuilder",

@@ -124,8 +124,8 @@ def predicted_errors(plan: Plan, confidence: float) -> list[Predicted]:
 def measurement_noise(m: Measurement) -> ErrorModel | None:
     """Return the error model of a measurement's noise in grid units (None: a quantile's choice).
 
-    The geometric mechanism's exact model, at the scale it draws with (:func:`geometric_event`);
-    multiply by ``m.unit_value`` for the column's units.
+    The geometric mechanism's or the discrete Gaussian's exact model, at the scale it draws
+    with (:func:`geometric_event`); multiply by ``m.unit_value`` for the column's units.
 
     Examples
     --------
@@ -140,6 +140,8 @@ def measurement_noise(m: Measurement) -> ErrorModel | None:
     """
     if isinstance(m.measure, QuantileCounts):
         return None
+    if m.gaussian is not None:
+        return ErrorModel("discrete_gaussian", noise_scale=m.gaussian.sigma, center=np.zeros(1))
     scale = geometric_event(epsilon=m.epsilon, sensitivity=m.units).scale  # as drawn
     return ErrorModel("discrete_laplace", noise_scale=scale, center=np.zeros(1))
 

@@ -18,12 +18,18 @@ import pandas as pd
 from numpy.typing import NDArray
 from sqlglot import exp
 
+from dpcurator.accounting import DiscreteGaussianEvent
 from dpcurator.curator._aggregates import release
 from dpcurator.curator._estimates import Measured, Noisy, Output
 from dpcurator.curator._measures import QuantileCounts, UnitCount
 from dpcurator.curator._plan import QUANTILE_BUCKETS, Measurement, Plan, domain_product
 from dpcurator.errors import InternalError
-from dpcurator.mechanisms import exponential_mechanism, geometric_mechanism
+from dpcurator.mechanisms import (
+    Release,
+    discrete_gaussian_mechanism,
+    exponential_mechanism,
+    geometric_mechanism,
+)
 from dpcurator.noise import RandomSource
 
 __all__ = ["Exact", "compute", "fetch", "key_order"]
@@ -161,12 +167,29 @@ def _noisy(
     levels: Sequence[float],
     source: RandomSource,
 ) -> Noisy:
-    """Geometric noise on one measurement's exact vector, with its half-widths per level."""
+    """Noise on one measurement's exact vector, with its half-widths per level.
+
+    The geometric mechanism, or the discrete Gaussian when the plan chose it; the release's
+    event must be the plan's (for a Gaussian, its sigma and sensitivity: the plan's event may
+    be the (epsilon, delta) it was calibrated to).
+    """
     if values.size == 0:
         return Noisy(values, m.unit_value, math.nan, {})
-    noisy = geometric_mechanism(values, epsilon=m.epsilon, sensitivity=m.units, source=source)
-    if not _selection(m) and noisy.event != event:
-        raise InternalError(f"The release's event {noisy.event} differs from the plan's.")
+    noisy: Release[Any]
+    if m.gaussian is not None:
+        noisy = discrete_gaussian_mechanism(
+            values, sigma=m.gaussian.sigma, sensitivity=m.gaussian.l2, source=source
+        )
+        drawn = noisy.event
+        if not isinstance(drawn, DiscreteGaussianEvent) or (drawn.sigma, drawn.sensitivity) != (
+            m.gaussian.sigma,
+            m.gaussian.l2,
+        ):
+            raise InternalError(f"The release's event {noisy.event} differs from the plan's.")
+    else:
+        noisy = geometric_mechanism(values, epsilon=m.epsilon, sensitivity=m.units, source=source)
+        if not _selection(m) and noisy.event != event:
+            raise InternalError(f"The release's event {noisy.event} differs from the plan's.")
     error = noisy.error
     assert error is not None
     half = {}

@@ -30,13 +30,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from itertools import pairwise, product
-from typing import Any, assert_never
+from typing import Any, Literal, assert_never, get_args
 
 import sqlglot
 import sqlglot.errors
 
-from dpcurator._validation import check_delta, check_epsilon
-from dpcurator.accounting import ApproxDPEvent, PrivacyEvent, PureDPEvent
+from dpcurator._validation import check_delta, check_epsilon, check_positive
+from dpcurator.accounting import (
+    ApproxDPEvent,
+    DiscreteGaussianEvent,
+    PrivacyEvent,
+    PureDPEvent,
+    zcdp_rho_for,
+)
 from dpcurator.curator._aggregates import Count, CountColumn, CountUnits, Histogram, Sum, needs
 from dpcurator.curator._engine import SOURCE, render
 from dpcurator.curator._measures import (
@@ -49,21 +55,23 @@ from dpcurator.curator._measures import (
     kind_of,
     label_of,
 )
-from dpcurator.curator._specs import Contribution, KeySpec, Measurement, ValueSpec
+from dpcurator.curator._specs import Contribution, GaussianNoise, KeySpec, Measurement, ValueSpec
 from dpcurator.curator._sql import ParsedQuery
 from dpcurator.curator._statements import QUANTILE_BUCKETS, Statements, build_statements
 from dpcurator.curator._table import MAX_DOMAIN, Table
 from dpcurator.errors import InvalidParameterError, QueryError
-from dpcurator.mechanisms import geometric_event
+from dpcurator.mechanisms import ErrorModel, geometric_event
 from dpcurator.noise import FixedPointRange, dlap_tail_bounds, floor_log2
 
 __all__ = [
     "MAX_EPSILON",
     "MIN_EPSILON",
+    "NOISES",
     "QUANTILE_BUCKETS",
     "Contribution",
     "KeySpec",
     "Measurement",
+    "Noise",
     "Plan",
     "ValueSpec",
     "domain_product",
@@ -74,6 +82,10 @@ MIN_EPSILON = 2.0**-40
 """Smallest epsilon a query may be given (about 9.1e-13)."""
 MAX_EPSILON = 2.0**20
 """Largest epsilon a query may be given (about 1.05e6: noise far below any rounding)."""
+
+Noise = Literal["auto", "laplace", "gaussian"]
+"""Which noise a session's counts and sums get: the more accurate one, or one of the two."""
+NOISES: tuple[str, ...] = get_args(Noise)
 
 _SUM_BITS = 30
 _SQUARE_BITS = 24
@@ -88,7 +100,7 @@ class Plan:
     ----------
     query : ParsedQuery
     epsilon, delta : float
-        The budget of the whole query.
+        The budget of the whole query (epsilon is NaN for a zCDP query).
     keys : tuple of KeySpec
         Group keys (a histogram's bins are the last key).
     values : tuple of ValueSpec
@@ -103,6 +115,8 @@ class Plan:
         Partition selection keeps groups whose noisy distinct-unit count is at least this.
     contribution : Contribution
         What one unit may contribute after bounding.
+    rho : float or None
+        The budget of a zCDP query (None for an (epsilon, delta) query).
     """
 
     query: ParsedQuery
@@ -115,6 +129,7 @@ class Plan:
     statements: Statements
     threshold: int | None
     contribution: Contribution
+    rho: float | None = None
 
     @property
     def selects_partitions(self) -> bool:
@@ -294,83 +309,272 @@ def _sizing(
             assert_never(measure)
 
 
+@dataclass(frozen=True)
+class _Share:
+    """A measurement's share of the query's budget.
+
+    ``epsilon`` sizes the geometric and exponential mechanisms (and the fixed-point grids);
+    ``delta`` goes to partition selection or to a discrete Gaussian; ``rho``, when set, is the
+    discrete Gaussian's zCDP parameter.
+    """
+
+    epsilon: float
+    delta: float = 0.0
+    rho: float | None = None
+
+
+def _l2_squared(measure: Measure, sizing: _Sizing, contribution: Contribution) -> int:
+    """Return the largest squared L2 change one unit makes to a measure's vector (grid units).
+
+    Distinct-unit counts: one per cell touched. Row counts and sums: at most ``c`` rows per
+    group and ``min(k, g' c)`` in all, each row moving its cell by at most ``r`` grid units, so
+    the square is largest with the rows packed ``c`` to a group: ``r^2 (q c^2 + s^2)`` for
+    ``min(k, g' c) = q c + s``.
+    """
+    if isinstance(measure, UnitCount):
+        return contribution.cells
+    rows, per = contribution.rows_l1, contribution.per_group
+    row_units = sizing.units // rows
+    full, rest = divmod(rows, per)
+    return row_units * row_units * (full * per * per + rest * rest)
+
+
+def _root_up(square: Fraction) -> float:
+    """Return a float ``x`` with ``x * x >= square`` exactly (the square root, rounded up)."""
+    x = math.sqrt(float(square))
+    while Fraction(x) ** 2 < square:
+        x = math.nextafter(x, math.inf)
+    return x
+
+
+def _gaussian_noise(l2_squared: int, rho: float) -> GaussianNoise:
+    """Return the discrete Gaussian of a vector of squared L2 sensitivity ``l2_squared`` at ``rho``.
+
+    ``sigma`` and ``l2`` are rounded up so that ``l2^2 / (2 sigma^2) <= rho`` holds exactly.
+    """
+    sigma = _root_up(Fraction(l2_squared) / (2 * Fraction(rho)))
+    l2 = _root_up(Fraction(l2_squared))
+    while Fraction(l2) ** 2 / (2 * Fraction(sigma) ** 2) > Fraction(rho):
+        sigma = math.nextafter(sigma, math.inf)
+    return GaussianNoise(sigma, l2, l2_squared)
+
+
+def _gaussian_event(noise: GaussianNoise) -> DiscreteGaussianEvent:
+    dimension = max(1, min(2**31, noise.l2_squared))
+    return DiscreteGaussianEvent(sigma=noise.sigma, sensitivity=noise.l2, dimension=dimension)
+
+
+def _std(distribution: str, scale: float) -> float:
+    return ErrorModel(distribution, noise_scale=scale).std
+
+
+def _quantile_measurement(
+    measure: QuantileCounts, name: str, kind: str, share: _Share, contribution: Contribution
+) -> tuple[Measurement, PrivacyEvent]:
+    sensitivity = max(measure.level, 1.0 - measure.level) * contribution.per_group
+    m = Measurement(
+        name,
+        kind,
+        measure.column,
+        "exponential",
+        share.epsilon,
+        0.0,
+        sensitivity,
+        math.nan,
+        measure,
+        quantile=measure.level,
+        why="the exponential mechanism chooses among candidate points",
+    )
+    return m, PureDPEvent(epsilon=share.epsilon)
+
+
 def _measurement(
     measure: Measure,
     position: int,
     *,
-    share: float,
-    delta: float,
+    share: _Share,
     contribution: Contribution,
     values: dict[str, ValueSpec],
+    gaussian_events: bool,
+    why: str = "",
 ) -> tuple[Measurement, PrivacyEvent]:
-    """One measurement with its event (from the mechanism's own event function: no dry run)."""
+    """One measurement with its event (from the mechanism's own event function: no dry run).
+
+    With ``share.rho`` set the measurement is a discrete Gaussian; its event is the
+    :class:`DiscreteGaussianEvent` when the session's accountant composes it
+    (``gaussian_events``), else the ``(epsilon, delta)`` guarantee it was calibrated to.
+    """
     column = getattr(measure, "column", None)
     mid = values[column].mid if column in values else 0.0
     name, kind = label_of(measure, mid), kind_of(measure)
     if isinstance(measure, QuantileCounts):
-        sensitivity = max(measure.level, 1.0 - measure.level) * contribution.per_group
-        event: PrivacyEvent = PureDPEvent(epsilon=share)
+        return _quantile_measurement(measure, name, kind, share, contribution)
+    sizing = _sizing(measure, share.epsilon, contribution, values)
+    parts: dict[str, Any] = {
+        "units": sizing.units,
+        "unit_value": sizing.unit_value,
+        "bits": sizing.bits,
+        "result": f"__m{position}",
+        "why": why,
+    }
+    if share.rho is not None:
+        noise = _gaussian_noise(_l2_squared(measure, sizing, contribution), share.rho)
+        event: PrivacyEvent = (
+            _gaussian_event(noise)
+            if gaussian_events
+            else ApproxDPEvent(epsilon=share.epsilon, delta=share.delta)
+        )
         m = Measurement(
             name,
             kind,
             column,
-            "exponential",
-            share,
-            0.0,
-            sensitivity,
-            math.nan,
+            "discrete gaussian",
+            share.epsilon,
+            share.delta,
+            noise.l2 * sizing.unit_value,
+            noise.sigma * sizing.unit_value,
             measure,
-            quantile=measure.level,
+            gaussian=noise,
+            **parts,
         )
         return m, event
-    sizing = _sizing(measure, share, contribution, values)
-    geometric = geometric_event(epsilon=share, sensitivity=sizing.units)
+    geometric = geometric_event(epsilon=share.epsilon, sensitivity=sizing.units)
     selection = isinstance(measure, UnitCount) and measure.selection
-    event = ApproxDPEvent(epsilon=share, delta=delta) if selection else geometric
+    event = ApproxDPEvent(epsilon=share.epsilon, delta=share.delta) if selection else geometric
     m = Measurement(
         name,
         kind,
         column,
         "geometric threshold" if selection else "geometric",
-        share,
-        delta if selection else 0.0,
+        share.epsilon,
+        share.delta if selection else 0.0,
         sizing.units * sizing.unit_value,
         geometric.scale * sizing.unit_value,
         measure,
-        units=sizing.units,
-        unit_value=sizing.unit_value,
-        bits=sizing.bits,
-        result=f"__m{position}",
+        **parts,
     )
     return m, event
 
 
-def make_plan(query: ParsedQuery, *, epsilon: float, delta: float = 0.0) -> Plan:
-    r"""Plan ``query`` under ``(epsilon, delta)``: split the budget and build the statements.
+def _noise_choice(
+    measure: Measure,
+    epsilon: float,
+    delta: float,
+    contribution: Contribution,
+    values: dict[str, ValueSpec],
+) -> tuple[float, float, str]:
+    """``(Laplace std, Gaussian std, a sentence)`` of one measurement at (epsilon, delta).
 
-    The query's budget is split evenly over its measurements; partition selection (when group
-    keys have no public domain) is one of them and takes all of ``delta``. Each measurement is
-    the two-sided geometric mechanism on exact integers with scale ``Delta / epsilon_i``
-    (epsilon_i-DP for its L1 sensitivity ``Delta``: Ghosh, Roughgarden and Sundararajan 2009),
-    or the exponential mechanism for quantiles (McSherry and Talwar 2007; lecture 003), and by
-    basic composition (lecture 002) the whole query is ``(epsilon, delta)``-DP under
-    add/remove of one privacy unit.
+    Both in grid units, the Gaussian calibrated through zCDP (:func:`zcdp_rho_for`).
+    """
+    sizing = _sizing(measure, epsilon, contribution, values)
+    laplace = _std(
+        "discrete_laplace", geometric_event(epsilon=epsilon, sensitivity=sizing.units).scale
+    )
+    noise = _gaussian_noise(
+        _l2_squared(measure, sizing, contribution), zcdp_rho_for(epsilon, delta)
+    )
+    gaussian = _std("discrete_gaussian", noise.sigma)
+    unit = sizing.unit_value
+    sentence = (
+        f"noise std {min(laplace, gaussian) * unit:.4g} against {max(laplace, gaussian) * unit:.4g}"
+        f" for the {'Laplace' if gaussian < laplace else 'Gaussian'} at the same epsilon and "
+        f"delta (one unit moves it by {sizing.units * unit:.4g} in L1, {noise.l2 * unit:.4g} in L2)"
+    )
+    return laplace, gaussian, sentence
+
+
+def _gaussian_choice(
+    candidates: Sequence[tuple[Measure, float]],
+    delta: float,
+    *,
+    others: int,
+    noise: Noise,
+    contribution: Contribution,
+    values: dict[str, ValueSpec],
+) -> tuple[list[Measure], dict[Measure, str]]:
+    """Return the measures that get a discrete Gaussian, and why each gets its noise.
+
+    ``delta`` is shared evenly by partition selection (``others``) and the Gaussian measures.
+    With ``noise="auto"``, ``k`` measures are Gaussian for the largest ``k`` such that at least
+    ``k`` have the smaller std as a Gaussian with a ``1 / (others + k)`` share of delta (the
+    ``k`` that gain most, by the ratio of the two stds).
+    """
+    if delta == 0.0 or noise == "laplace" or not candidates:
+        why = "Laplace: the query's delta is 0 (pure DP)" if noise != "laplace" else ""
+        return [], dict.fromkeys((m for m, _ in candidates), why)
+    if noise == "gaussian":
+        return [m for m, _ in candidates], dict.fromkeys(
+            (m for m, _ in candidates), "discrete Gaussian, as the session asks"
+        )
+    verdicts: dict[Measure, tuple[float, float, str]] = {}
+    for k in range(len(candidates), 0, -1):
+        share = min(_split(delta, others + k))
+        verdicts = {m: _noise_choice(m, eps, share, contribution, values) for m, eps in candidates}
+        better = [m for m, (lap, gau, _) in verdicts.items() if gau < lap]
+        if len(better) >= k:
+            chosen = sorted(better, key=lambda m: verdicts[m][1] / verdicts[m][0])[:k]
+            return chosen, {
+                m: ("discrete Gaussian: " if m in chosen else "Laplace: ") + verdicts[m][2]
+                for m in verdicts
+            }
+    return [], {m: "Laplace: " + sentence for m, (_, _, sentence) in verdicts.items()}
+
+
+def make_plan(
+    query: ParsedQuery,
+    *,
+    epsilon: float | None = None,
+    delta: float = 0.0,
+    rho: float | None = None,
+    noise: Noise = "auto",
+    gaussian_events: bool = False,
+) -> Plan:
+    r"""Plan ``query`` under ``(epsilon, delta)`` or ``rho``: split the budget, build the SQL.
+
+    The query's budget is split evenly over its measurements. Each count or sum is the
+    two-sided geometric mechanism on exact integers with scale ``Delta_1 / epsilon_i``
+    (epsilon_i-DP for its L1 sensitivity: Ghosh, Roughgarden and Sundararajan 2009) or the
+    discrete Gaussian with parameter ``sigma`` (``Delta_2^2 / (2 sigma^2)``-zCDP for its L2
+    sensitivity: Canonne, Kamath and Steinke 2020, Theorem 14); a quantile is the exponential
+    mechanism (McSherry and Talwar 2007; lecture 003). One unit touching ``m`` cells moves
+    a vector of counts by ``m`` in L1 but ``sqrt(m)`` in L2, which is where the Gaussian wins.
+
+    - ``(epsilon, delta)``: with ``delta = 0`` every count and sum is geometric (pure DP). With
+      ``delta > 0``, ``noise="auto"`` gives a measurement the discrete Gaussian calibrated to
+      ``(epsilon_i, delta_i)`` through zCDP (:func:`~dpcurator.accounting.zcdp_rho_for`) when
+      its std is the smaller (each measurement says why, :attr:`Measurement.why`);
+      ``"gaussian"`` always, ``"laplace"`` never. Delta is shared evenly by partition
+      selection and the Gaussian measurements. By basic composition (lecture 002) the query is
+      ``(epsilon, delta)``-DP under add/remove of one privacy unit.
+    - ``rho`` (zCDP, Bun and Steinke 2016): every count and sum is a discrete Gaussian with a
+      ``rho_i`` share, a quantile the exponential mechanism at ``epsilon_i = sqrt(2 rho_i)``
+      (epsilon-DP is ``epsilon^2 / 2``-zCDP); the query is ``rho``-zCDP. Partition selection
+      has no zCDP guarantee: group keys need public domains.
+
+    The events of Gaussian measurements are :class:`~dpcurator.accounting.DiscreteGaussianEvent`
+    when ``gaussian_events`` (the session's accountant composes them: zCDP, RDP), else the
+    ``(epsilon_i, delta_i)`` they were calibrated to.
 
     Partition selection (Korolova et al. 2009; Wilson et al. 2020, "Differentially private SQL
     with bounded user contribution", Section 3) adds discrete Laplace noise of scale
     ``t = m / epsilon_s`` to each present group's count of distinct units (L1 sensitivity
     ``m``, the cells one unit touches) and keeps the groups whose noisy count reaches
-    ``tau``, the smallest integer with ``m P[1 + Z >= tau] <= delta``: a group that exists only
-    because of the removed unit has one unit, and at most ``m`` such groups exist, so the
-    selection is ``(epsilon_s, delta)``-DP.
+    ``tau``, the smallest integer with ``m P[1 + Z >= tau] <= delta_s``: a group that exists
+    only because of the removed unit has one unit, and at most ``m`` such groups exist, so the
+    selection is ``(epsilon_s, delta_s)``-DP.
 
     Parameters
     ----------
     query : ParsedQuery
-    epsilon : float
-        > 0.
+    epsilon : float, optional
+        > 0; exactly one of ``epsilon`` and ``rho``.
     delta : float, default 0
-        Needed (> 0) only for partition selection.
+        Needed (> 0) for partition selection; lets ``noise`` choose the Gaussian.
+    rho : float, optional
+        > 0: a zCDP query.
+    noise : {"auto", "laplace", "gaussian"}, default "auto"
+    gaussian_events : bool, default False
 
     Returns
     -------
@@ -379,28 +583,57 @@ def make_plan(query: ParsedQuery, *, epsilon: float, delta: float = 0.0) -> Plan
     Raises
     ------
     QueryError
-        If group keys need partition selection and ``delta`` is 0, or the product of the
-        public domains is too large.
+        If group keys need partition selection and ``delta`` is 0 (or the query is a zCDP
+        one), or the product of the public domains is too large.
     """
-    eps = _check_query_epsilon(epsilon)
+    if (epsilon is None) == (rho is None):
+        raise InvalidParameterError(
+            "epsilon", epsilon, "or rho must be given, not both: a query's budget is one of them"
+        )
+    if noise not in NOISES:
+        raise InvalidParameterError("noise", noise, f"must be one of {', '.join(NOISES)}")
     dlt = check_delta(delta)
     keys = _keys(query)
     selection = any(k.domain is None for k in keys)
-    if selection and dlt == 0.0:
+    if selection and (dlt == 0.0 or rho is not None):
         undeclared = [k.column for k in keys if k.domain is None]
         raise QueryError(
             f"GROUP BY {', '.join(undeclared)}: no public domain is declared, so the groups must "
-            "be discovered privately (partition selection), which needs delta > 0: pass "
-            "delta=1e-6 for example, or declare the domain of the column."
+            "be discovered privately (partition selection), which needs an (epsilon, delta) "
+            "query with delta > 0: pass delta=1e-6 for example, or declare the domain of the "
+            "column."
         )
     contribution = _contribution_of(query, keys)
     measures = _measures(query, selection, contribution)
     values = _values(query)
     by_column = {v.column: v for v in values}
-    shares = _split(eps, len(measures))
+    why: dict[Measure, str] = {}
+    if rho is not None:
+        shares = _rho_shares(measures, _check_query_rho(rho))
+        why = {m: "discrete Gaussian: a zCDP query (rho)" for m in measures}
+    else:
+        assert epsilon is not None
+        if noise == "gaussian" and dlt == 0.0:
+            raise InvalidParameterError(
+                "delta", delta, "must be > 0 for Gaussian noise on an (epsilon, delta) query"
+            )
+        shares, why = _epsilon_shares(
+            measures,
+            _check_query_epsilon(epsilon),
+            dlt,
+            noise=noise,
+            contribution=contribution,
+            values=by_column,
+        )
     planned = [
         _measurement(
-            measure, i, share=share, delta=dlt, contribution=contribution, values=by_column
+            measure,
+            i,
+            share=share,
+            contribution=contribution,
+            values=by_column,
+            gaussian_events=gaussian_events,
+            why=why.get(measure, ""),
         )
         for i, (measure, share) in enumerate(zip(measures, shares, strict=True))
     ]
@@ -408,7 +641,7 @@ def make_plan(query: ParsedQuery, *, epsilon: float, delta: float = 0.0) -> Plan
     threshold = None
     if selection:
         chosen = next(m for m in measurements if isinstance(m.measure, UnitCount))
-        threshold = _selection_threshold(chosen.scale, chosen.units, dlt)
+        threshold = _selection_threshold(chosen.scale, chosen.units, chosen.delta)
     statements = build_statements(
         query.table,
         query.where,
@@ -419,8 +652,8 @@ def make_plan(query: ParsedQuery, *, epsilon: float, delta: float = 0.0) -> Plan
     )
     return Plan(
         query=query,
-        epsilon=eps,
-        delta=dlt if selection else 0.0,
+        epsilon=math.nan if epsilon is None else float(epsilon),
+        delta=dlt if any(m.delta > 0 for m in measurements) else 0.0,
         keys=keys,
         values=values,
         measurements=measurements,
@@ -428,7 +661,65 @@ def make_plan(query: ParsedQuery, *, epsilon: float, delta: float = 0.0) -> Plan
         statements=statements,
         threshold=threshold,
         contribution=contribution,
+        rho=rho,
     )
+
+
+def _epsilon_shares(
+    measures: Sequence[Measure],
+    epsilon: float,
+    delta: float,
+    *,
+    noise: Noise,
+    contribution: Contribution,
+    values: dict[str, ValueSpec],
+) -> tuple[list[_Share], dict[Measure, str]]:
+    """Each measure's share of ``(epsilon, delta)``, and why each count or sum gets its noise."""
+    epsilons = _split(epsilon, len(measures))
+    selections = sum(isinstance(m, UnitCount) and m.selection for m in measures)
+    candidates = [
+        (m, e)
+        for m, e in zip(measures, epsilons, strict=True)
+        if not isinstance(m, QuantileCounts) and not (isinstance(m, UnitCount) and m.selection)
+    ]
+    gaussian, why = _gaussian_choice(
+        candidates,
+        delta,
+        others=selections,
+        noise=noise,
+        contribution=contribution,
+        values=values,
+    )
+    users = selections + len(gaussian)
+    deltas = iter(_split(delta, users) if users else [])
+    shares = []
+    for m, e in zip(measures, epsilons, strict=True):
+        if isinstance(m, UnitCount) and m.selection:
+            shares.append(_Share(e, next(deltas)))
+        elif m in gaussian:
+            d = next(deltas)
+            shares.append(_Share(e, d, zcdp_rho_for(e, d)))
+        else:
+            shares.append(_Share(e))
+    return shares, why
+
+
+def _rho_shares(measures: Sequence[Measure], rho: float) -> list[_Share]:
+    """Each measure's share of ``rho``: a Gaussian's ``rho_i``, a quantile's ``sqrt(2 rho_i)``."""
+    shares = []
+    for r in _split(rho, len(measures)):
+        e = math.sqrt(2.0 * r)
+        while Fraction(e) ** 2 / 2 > Fraction(r):
+            e = math.nextafter(e, 0.0)
+        shares.append(_Share(e, 0.0, r))
+    return shares
+
+
+def _check_query_rho(rho: float) -> float:
+    value = check_positive(rho, "rho")
+    if not MIN_EPSILON**2 <= value <= MAX_EPSILON:
+        raise InvalidParameterError("rho", rho, "must be in [2**-80, 2**20] for a curator query")
+    return value
 
 
 def _check_query_epsilon(epsilon: float) -> float:

@@ -27,14 +27,14 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Self, cast
 
 import duckdb
 import pandas as pd
 from sqlglot import exp
 
 from dpcurator._validation import check_probability
-from dpcurator.accounting import Budget
+from dpcurator.accounting import Budget, DiscreteGaussianEvent
 from dpcurator.accounting._registry import make_accountant
 from dpcurator.curator._accuracy import Predicted, Target, epsilon_for, predicted_errors
 from dpcurator.curator._cache import Recent
@@ -42,7 +42,7 @@ from dpcurator.curator._duckdb import DuckDBEngine
 from dpcurator.curator._engine import SOURCE, Engine, declared_tables, render
 from dpcurator.curator._ledger import Ledger, LedgerEntry
 from dpcurator.curator._measure import compute, fetch
-from dpcurator.curator._plan import Plan, make_plan
+from dpcurator.curator._plan import NOISES, Noise, Plan, make_plan
 from dpcurator.curator._release import QueryRelease
 from dpcurator.curator._sql import parse_query
 from dpcurator.curator._statements import with_over, without_heavy
@@ -56,6 +56,9 @@ if TYPE_CHECKING:
 from dpcurator.curator._builder import QueryBuilder
 
 __all__ = ["DEFAULT_ACCOUNTANT", "Session"]
+
+_PROBE = DiscreteGaussianEvent(sigma=1.0, sensitivity=2.0, dimension=4)
+"""A discrete Gaussian on a vector: accountants that compose it compose the session's."""
 
 DEFAULT_ACCOUNTANT = "basic"
 """The session's default accountant. Queries are pure epsilon-DP measurements (plus (epsilon,
@@ -118,6 +121,11 @@ class Session:
     connection : duckdb.DuckDBPyConnection, optional
         The DuckDB connection to run in (default: a new in-process one; a table whose source
         is a connection runs in that one). Only for the default engine.
+    noise : {"auto", "laplace", "gaussian"}, default "auto"
+        The noise of counts and sums. ``"auto"``: the discrete Gaussian where its std is the
+        smaller at the query's (epsilon, delta) share (only with delta > 0: many groups per
+        unit), else the geometric (Laplace); each measurement says which and why
+        (``release.split[i].why``). A zCDP query (``rho=``) is always Gaussian.
     engine : Engine, optional
         Where the rows live and the bounded SQL runs: a
         :class:`~dpcurator.curator.DuckDBEngine` (the default, in-process) or a
@@ -127,7 +135,7 @@ class Session:
     Examples
     --------
     >>> import pandas as pd
-    >>> from dpcurator.accounting import Budget
+    >>> from dpcurator.accounting import Budget, DiscreteGaussianEvent
     >>> from dpcurator.curator import Column, Session, Table
     >>> from dpcurator.noise import InsecureSeededSource
     >>> df = pd.DataFrame({"pid": [1, 1, 2, 3], "state": ["CA", "CA", "NY", "NY"],
@@ -155,12 +163,18 @@ class Session:
         confidence: float = 0.95,
         connection: duckdb.DuckDBPyConnection | None = None,
         engine: Engine | None = None,
+        noise: Noise = "auto",
     ) -> None:
         declared = declared_tables(tables)
         if not isinstance(budget, Budget):
             raise InvalidParameterError("budget", budget, "must be a Budget(epsilon, delta)")
         name = DEFAULT_ACCOUNTANT if accountant is None else accountant
-        make_accountant(name)  # refuses a name no accountant has (nothing opened yet)
+        # Refuses a name no accountant has (nothing opened yet); asks whether it composes
+        # multi-dimensional discrete Gaussians (zCDP, RDP) or needs their (epsilon, delta).
+        self._gaussian_events = make_accountant(name).supports(_PROBE)
+        if noise not in NOISES:
+            raise InvalidParameterError("noise", noise, f"must be one of {', '.join(NOISES)}")
+        self._noise: Noise = noise
         self._confidence = check_probability(
             confidence, "confidence", open_left=True, open_right=True
         )
@@ -215,10 +229,18 @@ class Session:
             ledger_key=declaration.ledger_key,
             source=source,
             confidence=confidence,
+            noise=cast("Noise", declaration.noise),
         )
 
     # -- queries -----------------------------------------------------------------------------
-    def plan(self, query: str, *, epsilon: float, delta: float = 0.0) -> Plan:
+    def plan(
+        self,
+        query: str,
+        *,
+        epsilon: float | None = None,
+        delta: float = 0.0,
+        rho: float | None = None,
+    ) -> Plan:
         """Check and plan ``query`` without reading data or spending (what :meth:`sql` would do).
 
         Raises
@@ -226,14 +248,30 @@ class Session:
         QueryError
             If the query is not a supported aggregate over a declared table.
         """
-        return self._prepared(query, epsilon=epsilon, delta=delta)
+        return self._prepared(query, epsilon=epsilon, delta=delta, rho=rho)
 
-    def _prepared(self, query: str, *, epsilon: float, delta: float) -> Plan:
+    def _prepared(
+        self, query: str, *, epsilon: float | None, delta: float, rho: float | None = None
+    ) -> Plan:
         """Plan ``query`` and bind its statements in the engine (no rows read, nothing spent)."""
-        key = (query, epsilon, delta)
+        if rho is not None and not self._gaussian_events:
+            raise InvalidParameterError(
+                "rho",
+                rho,
+                f"needs an accountant that composes zCDP: open the session with "
+                f"accountant='zcdp' (this one has {self._ledger.accountant!r})",
+            )
+        key = (query, epsilon, delta, rho)
         plan = self._plans.get(key)
         if plan is None:  # a plan is a function of the query and the declarations only
-            plan = make_plan(parse_query(query, self._engine.tables), epsilon=epsilon, delta=delta)
+            plan = make_plan(
+                parse_query(query, self._engine.tables),
+                epsilon=epsilon,
+                delta=delta,
+                rho=rho,
+                noise=self._noise,
+                gaussian_events=self._gaussian_events,
+            )
             self._plans.put(key, plan)
         parsed = plan.query
         kinds = self._engine.kinds(parsed.table.name)
@@ -317,7 +355,7 @@ class Session:
         Examples
         --------
         >>> import pandas as pd
-        >>> from dpcurator.accounting import Budget
+        >>> from dpcurator.accounting import Budget, DiscreteGaussianEvent
         >>> from dpcurator.curator import Column, Table
         >>> t = Table("t", pd.DataFrame({"x": [1.0]}), columns=[Column("x", lower=0, upper=10)])
         >>> with Session(t, Budget(1.0), ledger=":memory:") as s:
@@ -353,7 +391,7 @@ class Session:
         Examples
         --------
         >>> import pandas as pd
-        >>> from dpcurator.accounting import Budget
+        >>> from dpcurator.accounting import Budget, DiscreteGaussianEvent
         >>> from dpcurator.curator import Column, Table
         >>> t = Table("t", pd.DataFrame({"x": [1.0]}), columns=[Column("x", lower=0, upper=10)])
         >>> with Session(t, Budget(1.0), ledger=":memory:") as s:
@@ -371,6 +409,7 @@ class Session:
         *,
         epsilon: float | None = None,
         delta: float = 0.0,
+        rho: float | None = None,
         target_ci: float | None = None,
         target_std: float | None = None,
     ) -> QueryRelease:
@@ -388,7 +427,11 @@ class Session:
         epsilon : float
             The query's budget, split evenly over its measurements (the split is reported).
         delta : float, default 0
-            Needed (> 0) when group keys have no declared domain (partition selection).
+            Needed (> 0) when group keys have no declared domain (partition selection); with
+            it the session's ``noise="auto"`` may choose the discrete Gaussian.
+        rho : float, optional
+            Instead of ``epsilon``: a zCDP budget for the query (discrete Gaussian noise on its
+            counts and sums); needs a session with ``accountant="zcdp"``.
         target_ci, target_std : float, optional
             Instead of ``epsilon``: the accuracy wanted for the query's counts and sums (see
             :meth:`epsilon_for`), which decides the epsilon charged.
@@ -415,12 +458,12 @@ class Session:
             epsilon = self.epsilon_for(
                 query, target_ci=target_ci, target_std=target_std, delta=delta
             )
-        if epsilon is None:
+        if epsilon is None and rho is None:
             raise InvalidParameterError(
-                "epsilon", None, "is required (or give target_ci or target_std)"
+                "epsilon", None, "is required (or give rho, target_ci or target_std)"
             )
         with self._lock:
-            plan = self._prepared(query, epsilon=epsilon, delta=delta)
+            plan = self._prepared(query, epsilon=epsilon, delta=delta, rho=rho)
             entry = self._ledger.record(query, plan.events)  # charged before any read
             released = _answer(self, plan)
             if released is None:  # raised here, outside any handler: no exception chain

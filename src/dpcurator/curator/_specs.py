@@ -11,7 +11,7 @@ from sqlglot import exp
 from dpcurator.curator._measures import Measure
 from dpcurator.noise import FixedPointRange
 
-__all__ = ["Contribution", "KeySpec", "Measurement", "ValueSpec"]
+__all__ = ["Contribution", "GaussianNoise", "KeySpec", "Measurement", "ValueSpec"]
 
 
 @dataclass(frozen=True)
@@ -102,6 +102,30 @@ class Contribution:
 
 
 @dataclass(frozen=True)
+class GaussianNoise:
+    """Discrete Gaussian noise on a measurement's integers (all in grid units).
+
+    Attributes
+    ----------
+    sigma : float
+        The noise parameter.
+    l2 : float
+        The L2 sensitivity of the measured vector, a float at least ``sqrt(l2_squared)``.
+    l2_squared : int
+        Its exact square: the most one unit can move the vector, in squared L2 norm.
+    """
+
+    sigma: float
+    l2: float
+    l2_squared: int
+
+    @property
+    def rho(self) -> float:
+        """The zCDP parameter ``l2^2 / (2 sigma^2)`` (Canonne, Kamath and Steinke 2020)."""
+        return self.l2 * self.l2 / (2.0 * self.sigma * self.sigma)
+
+
+@dataclass(frozen=True)
 class Measurement:
     """One noisy measurement of a query: what it measures and its share of the budget.
 
@@ -115,13 +139,14 @@ class Measurement:
     column : str or None
         The column measured.
     mechanism : str
-        ``geometric`` (two-sided geometric on exact integers), ``exponential`` or
-        ``geometric threshold`` (partition selection).
+        ``geometric`` (two-sided geometric on exact integers), ``discrete gaussian``,
+        ``exponential`` or ``geometric threshold`` (partition selection).
     epsilon, delta : float
         Its share of the query's budget.
     sensitivity : float
-        L1 sensitivity of the measured vector in the column's units (utility sensitivity per
-        group for the exponential mechanism; L1 of the distinct-unit counts for selection).
+        L1 sensitivity of the measured vector in the column's units (L2 for the discrete
+        Gaussian; utility sensitivity per group for the exponential mechanism; L1 of the
+        distinct-unit counts for selection).
     scale : float
         Noise scale in the column's units (NaN for the exponential mechanism).
     measure : Measure
@@ -132,6 +157,10 @@ class Measurement:
         The value of one grid unit in the column's units.
     result : str
         The name of the measured column in the engine's result.
+    gaussian : GaussianNoise or None
+        The discrete Gaussian's parameters when it is the mechanism.
+    why : str
+        Why this noise: what the two mechanisms' noise would be, when both were possible.
     """
 
     name: str
@@ -148,6 +177,8 @@ class Measurement:
     quantile: float | None = field(default=None, repr=False)
     bits: int = field(default=0, repr=False)
     result: str = field(default="", repr=False)
+    gaussian: GaussianNoise | None = field(default=None, repr=False)
+    why: str = field(default="", repr=False, compare=False)
 
     def summary(self) -> dict[str, Any]:
         """Return what the budget split reports of this measurement, JSON-ready (NaN: None)."""
@@ -159,4 +190,5 @@ class Measurement:
             "delta": self.delta,
             "sensitivity": self.sensitivity,
             "scale": None if math.isnan(self.scale) else self.scale,
+            "why": self.why,
         }

@@ -417,6 +417,8 @@ class Declaration:
     ledger_file, key_file : str or None
         ``[ledger] path`` and ``[ledger] key`` as resolved against the TOML file's folder; None
         for the defaults (see :attr:`ledger_path` and :attr:`ledger_key`).
+    noise : str
+        ``[session] noise`` (``"auto"``, ``"laplace"`` or ``"gaussian"``; default ``"auto"``).
     """
 
     table: Table
@@ -425,6 +427,7 @@ class Declaration:
     path: str
     ledger_file: str | None = None
     key_file: str | None = None
+    noise: str = "auto"
 
     @property
     def ledger_path(self) -> str:
@@ -523,12 +526,19 @@ def read_declaration(path: str | os.PathLike[str]) -> Declaration:
     )
     budget = _budget(_section(data, "budget", str(file)), file)
     session = _section(data, "session", str(file))
-    _unknown(set(session), {"accountant"}, "[session]")
+    _unknown(set(session), {"accountant", "noise"}, "[session]")
     accountant = session.get("accountant")
     if accountant is not None and not isinstance(accountant, str):
         raise InvalidParameterError("session.accountant", accountant, "must be a name")
+    noise = session.get("noise", "auto")
+    if noise not in {"auto", "laplace", "gaussian"}:
+        raise InvalidParameterError(
+            "session.noise", noise, "must be one of 'auto', 'laplace', 'gaussian'"
+        )
     ledger_file, key_file = _ledger(_section(data, "ledger", str(file)), file)
-    return Declaration(declared, budget, accountant, str(file), ledger_file, key_file)
+    return Declaration(
+        declared, budget, accountant, str(file), ledger_file, key_file, noise=str(noise)
+    )
 
 
 def _source_path(table: Mapping[str, Any], file: Path) -> Path:
