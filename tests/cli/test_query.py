@@ -402,6 +402,22 @@ def test_a_target_accuracy_decides_the_epsilon(people: Path) -> None:
     assert _entries(people.parent / "people.ledger.sqlite") == [count]
 
 
+def test_a_zcdp_declaration_answers_rho_queries_with_gaussian_noise(people: Path) -> None:
+    count = "SELECT state, COUNT(*) AS n FROM people GROUP BY state"
+    args = ["query", "--table", str(people)]
+    refused = _json([*args, "--rho", "0.01", count], code=2)  # the basic accountant
+    assert "accountant='zcdp'" in refused["error"]
+    assert _entries(people.parent / "people.ledger.sqlite") == []  # refused: nothing spent
+    zcdp = '[session]\naccountant = "zcdp"\n[ledger]\npath = "zcdp.sqlite"\nkey = "zcdp.key"\n'
+    people.write_text(TOML + "\n" + zcdp)
+    answered = _json([*args, "--rho", "0.01", count])
+    (split,) = answered["split"]
+    assert split["mechanism"] == "discrete gaussian" and "zCDP" in split["why"]
+    assert _entries(people.parent / "zcdp.sqlite") == [count]
+    people.write_text(TOML + '\n[session]\nnoise = "normal"\n')
+    assert "session.noise" in _json([*args, "--epsilon", "0.1", count], code=2)["error"]
+
+
 def test_the_example_declaration_answers_queries(tmp_path: Path, seeded_noise: None) -> None:
     declaration = read_declaration(EXAMPLE)
     assert declaration.table.name == "cps" and declaration.budget is not None
