@@ -38,6 +38,7 @@ from dpcurator.accounting import Budget, DiscreteGaussianEvent
 from dpcurator.accounting._registry import make_accountant
 from dpcurator.curator._accuracy import Predicted, Target, epsilon_for, predicted_errors
 from dpcurator.curator._cache import Recent
+from dpcurator.curator._consistent import Answers
 from dpcurator.curator._duckdb import DuckDBEngine
 from dpcurator.curator._engine import SOURCE, Engine, declared_tables, render
 from dpcurator.curator._ledger import Ledger, LedgerEntry
@@ -188,6 +189,7 @@ class Session:
         self._plans: Recent[Plan] = Recent(_KEPT)
         self._runnables: Recent[tuple[exp.Query, _Over, exp.Query]] = Recent(_KEPT)
         self._results: Recent[Mapping[str, Sequence[object]]] = Recent(_KEPT)
+        self._answers = Answers()  # the COUNT(*) answers a consistent estimate combines
         try:
             self._ledger = Ledger(
                 path,
@@ -473,7 +475,7 @@ class Session:
                     "shown because it could depend on the data."
                 )
             table, intervals = released
-        return _release(
+        release = _release(
             plan,
             entry,
             table=table,
@@ -481,6 +483,31 @@ class Session:
             bounded_sql=render(plan.statements.main, exp.to_table(SOURCE), self._engine.dialect),
             confidence=self._confidence,
         )
+        self._answers.add(plan, release, self._engine.version(plan.query.table.name))
+        return release
+
+    def combined(self, release: QueryRelease) -> pd.DataFrame:
+        """Return a ``COUNT(*)`` answer of this session combined with its others (free).
+
+        The session's ``COUNT(*)`` answers over the same table and filter, grouped by keys with
+        public domains (a total, by state, by state and status, a histogram), are combined by
+        noise-aware least squares (:mod:`dpcurator.curator._consistent`): the combined counts
+        are consistent with each other (a total equals the sum of its groups) and never less
+        accurate than the raw ones. Post-processing: nothing is read or spent.
+
+        Returns
+        -------
+        pandas.DataFrame
+            The release's keys, the raw count and its std (``n``, ``n_std``), the combined
+            count and its std (``n_combined``, ``n_combined_std``); ``attrs["answers"]`` says
+            how many answers were combined.
+
+        Raises
+        ------
+        QueryError
+            If ``release`` is not such an answer of this session.
+        """
+        return self._answers.combined(release)
 
     def query(self, table: str) -> QueryBuilder:
         """Start a query on ``table`` with the builder (see :class:`QueryBuilder`)."""
