@@ -186,6 +186,7 @@ def release_to_dict(release: QueryRelease) -> dict[str, Any]:
         "confidence": release.confidence,
         "bounded_sql": release.bounded_sql,
         "threshold": release.threshold,
+        "rank_errors": dict(release.rank_errors),
     }
 
 
@@ -212,6 +213,7 @@ def release_from_dict(raw: Any) -> QueryRelease:
             confidence=float(raw["confidence"]),
             bounded_sql=str(raw["bounded_sql"]),
             threshold=None if raw["threshold"] is None else int(raw["threshold"]),
+            rank_errors={str(k): float(v) for k, v in raw.get("rank_errors", {}).items()},
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise InvalidParameterError(

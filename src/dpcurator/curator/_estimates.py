@@ -27,7 +27,7 @@ from dpcurator.curator._specs import ValueSpec
 from dpcurator.curator._table import Table
 from dpcurator.errors import InternalError
 
-__all__ = ["Measured", "Noisy", "Output"]
+__all__ = ["Measured", "Noisy", "Output", "quantile_rank_error"]
 
 FloatArray = NDArray[np.float64]
 
@@ -178,6 +178,23 @@ def variance(
 
 
 def chosen(values: FloatArray) -> Output:
-    """Quantiles chosen by the exponential mechanism: no standard deviation or interval."""
+    """Quantiles chosen by the exponential mechanism: no standard deviation or interval.
+
+    Their error statement is a bound on their rank error (:func:`quantile_rank_error`).
+    """
     nan = np.full(values.size, math.nan)
     return Output(values, nan, nan.copy(), nan.copy(), "none")
+
+
+def quantile_rank_error(epsilon: float, sensitivity: float, candidates: int, level: float) -> float:
+    r"""Return the rank error that the exponential mechanism exceeds w.p. below ``1 - level``.
+
+    With utility ``u(c) = -|rank(c) - q n|`` of sensitivity ``Delta``, the mechanism's choice
+    has ``u >= OPT - (2 Delta / epsilon)(ln |C| + t)`` but with probability ``e^{-t}``
+    (McSherry and Talwar 2007; Dwork and Roth 2014, Theorem 3.11): its rank is within
+    ``(2 Delta / epsilon) ln(|C| / (1 - level))`` of the rank error of the best candidate.
+
+    >>> round(quantile_rank_error(1.0, 1.0, 1025, 0.95), 2)
+    19.86
+    """
+    return 2.0 * sensitivity / epsilon * math.log(candidates / (1.0 - level))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -49,6 +49,11 @@ class QueryRelease:
         The level of the intervals.
     bounded_sql : str
         The bounded aggregate SQL that the engine ran.
+    rank_errors : dict
+        For each quantile column, its error statement: with probability at least
+        ``confidence``, the released point's rank among the bounded values is within this of
+        the rank of the best of the candidate points (the exponential mechanism's utility
+        bound, :func:`~dpcurator.curator._estimates.quantile_rank_error`).
     threshold : int or None
         The partition-selection threshold on noisy distinct-unit counts, when used.
 
@@ -79,6 +84,7 @@ class QueryRelease:
     confidence: float
     bounded_sql: str
     threshold: int | None = None
+    rank_errors: dict[str, float] = field(default_factory=dict)
 
     def to_pandas(self) -> pd.DataFrame:
         """Return the released table (a copy)."""
@@ -98,9 +104,14 @@ class QueryRelease:
     def interval_note(self) -> str:
         """What the error columns describe: the noise around the bounded query, not raw data."""
         pct = f"{100 * self.confidence:g}%"
+        ranks = "".join(
+            f" {column}: rank within {error:.3g} of the best candidate's ({pct})."
+            for column, error in self.rank_errors.items()
+        )
         return (
             f"± std and [{pct} interval]: of the noise, for the bounded query (values clamped to "
             "their declared bounds, each unit's contribution bounded), not for the raw data."
+            + ranks
         )
 
     def _key_columns(self) -> list[str]:
@@ -201,6 +212,7 @@ class QueryRelease:
             "remaining": {"epsilon": self.remaining.epsilon, "delta": self.remaining.delta},
             "split": [m.summary() for m in self.split],
             "threshold": self.threshold,
+            "rank_errors": dict(self.rank_errors),
             "entry_id": self.entry_id,
             "bounded_sql": self.bounded_sql,
         }

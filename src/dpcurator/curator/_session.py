@@ -37,13 +37,16 @@ from dpcurator._validation import check_probability
 from dpcurator.accounting import Budget, DiscreteGaussianEvent
 from dpcurator.accounting._registry import make_accountant
 from dpcurator.curator._accuracy import Predicted, Target, epsilon_for, predicted_errors
+from dpcurator.curator._aggregates import Quantile
 from dpcurator.curator._cache import Recent
 from dpcurator.curator._consistent import Answers
 from dpcurator.curator._duckdb import DuckDBEngine
 from dpcurator.curator._engine import SOURCE, Engine, declared_tables, render
+from dpcurator.curator._estimates import quantile_rank_error
 from dpcurator.curator._ledger import Ledger, LedgerEntry
 from dpcurator.curator._measure import compute, fetch
-from dpcurator.curator._plan import NOISES, Noise, Plan, make_plan
+from dpcurator.curator._measures import QuantileCounts
+from dpcurator.curator._plan import NOISES, QUANTILE_BUCKETS, Noise, Plan, make_plan
 from dpcurator.curator._release import QueryRelease
 from dpcurator.curator._sql import parse_query
 from dpcurator.curator._statements import with_over, without_heavy
@@ -643,4 +646,22 @@ def _release(
         confidence=confidence,
         bounded_sql=bounded_sql,
         threshold=plan.threshold,
+        rank_errors=_rank_errors(plan, confidence),
     )
+
+
+def _rank_errors(plan: Plan, confidence: float) -> dict[str, float]:
+    """Each quantile column's rank-error bound at ``confidence`` (see QueryRelease)."""
+    errors = {}
+    for aggregate in plan.query.aggregates:
+        if isinstance(aggregate, Quantile):
+            m = next(
+                m
+                for m in plan.measurements
+                if m.measure == QuantileCounts(aggregate.column, aggregate.level)
+            )
+            per_group = m.epsilon / plan.groups_touched  # each group's choice (see _quantiles)
+            errors[aggregate.alias] = quantile_rank_error(
+                per_group, m.sensitivity, QUANTILE_BUCKETS + 1, confidence
+            )
+    return errors
