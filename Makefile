@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 BENCH_VENV := .venv-bench
 PYTEST_WORKERS ?= 2
 
-.PHONY: demo test lint typecheck unit bench clean
+.PHONY: demo test lint typecheck unit docs bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,7 +34,12 @@ typecheck: $(VENV)/.stamp-test
 unit: $(VENV)/.stamp-test
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -p no:cacheprovider
 
-test: lint typecheck unit
+# The documentation site (mkdocs.yml) into build/site: warnings are errors, the API reference
+# is generated from every package's __all__, and the tutorials (docs/tutorials/*.py) execute.
+docs: $(VENV)/.stamp-test
+	DISABLE_MKDOCS_2_WARNING=true NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+test: lint typecheck unit docs
 
 # Benchmarks run against the peer libraries, installed in their own environment.
 $(BENCH_VENV)/.stamp: benchmarks/requirements.txt pyproject.toml

@@ -26,6 +26,8 @@ LAYERS = {
     "hierarchy": 4,
     "learn": 4,
     "local": 4,
+    "synth": 4,  # synthetic data (issue 16)
+    "networks": 4,  # constraint-based DP for power flow and transit planning (issue 18)
     "attacks": 5,
     "audit": 5,
     "server": 6,
@@ -41,6 +43,8 @@ FORBIDDEN = {("accounting", "noise")}
 # The service (issue 15) speaks the client's wire format and errors; the command line runs both.
 ALLOWED = {
     ("hierarchy", "curator"),
+    ("synth", "curator"),  # marginals measured by the curator's plans and engine (issue 16)
+    ("networks", "hierarchy"),  # CBDP reuses the projection and the integer post-processing
     ("service", "client"),
     ("cli", "service"),
     ("cli", "client"),

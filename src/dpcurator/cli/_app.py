@@ -66,6 +66,21 @@ app = typer.Typer(
                 "app",
                 "The steward's commands: analysts, keys, budgets (audited), the ledger.",
             ),
+            "power": LazyCommand(
+                "dpcurator.cli._networks",
+                "power",
+                "Release private power loads for the DC optimal power flow (CBDP vs plain noise).",
+            ),
+            "transit": LazyCommand(
+                "dpcurator.cli._networks",
+                "transit",
+                "Release private origin-destination counts for transit planning (NYC flights).",
+            ),
+            "synth": LazyCommand(
+                "dpcurator.cli._synth",
+                "synth",
+                "Release a differentially private synthetic table of a declared table (AIM, MST).",
+            ),
             "demo-service": LazyCommand(
                 "dpcurator.cli._serve",
                 "demo_service",
@@ -120,8 +135,7 @@ def _epsilons(
         except UnsupportedEventError as exc:
             if accountant != "all":
                 raise
-            reason = str(exc).split(". ")[0]
-            rows.append((name, None, reason if len(reason) <= 100 else reason[:99] + "…"))
+            rows.append((name, None, str(exc)))  # whole: --json prints it untruncated
             continue
         rows.append((name, acc.get_epsilon(delta), ""))
     return rows
@@ -146,12 +160,15 @@ def _print_rows(rows: list[tuple[str, float | None, str]], delta: float, as_json
         shown = "—" if eps is None else f"{eps:.6g}"
         if eps is not None and eps == best:
             shown = f"[bold green]{shown}[/]"
-        table.add_row(name, shown, note)
+        reason = note.split(". ")[0]  # the table shows the first sentence, shortened
+        table.add_row(name, shown, reason if len(reason) <= 100 else reason[:99] + "…")
     console.print(table)
 
 
 def _fail(exc: DPError) -> None:
-    console.print(f"[red]error:[/] {exc}")
+    from dpcurator.cli._suggest import with_suggestion  # noqa: PLC0415
+
+    console.print(f"[red]error:[/] {with_suggestion(exc)}")
     raise typer.Exit(code=2)
 
 

@@ -18,7 +18,8 @@ claim (the claim is refuted), 2 on bad options, 0 otherwise.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated
 
@@ -35,6 +36,7 @@ from dpcurator.audit import (
     run_audit_suite,
     suite_case_names,
 )
+from dpcurator.cli._suggest import with_suggestion
 from dpcurator.errors import DPError, InvalidParameterError
 from dpcurator.noise import InsecureSeededSource, RandomSource
 
@@ -84,6 +86,20 @@ def write_plot(path: Path, results: Sequence[SuiteResult]) -> bool:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return True
+
+
+def plain_progress(total: int) -> Callable[[SuiteResult], None]:
+    """Report each finished audit on a line of stderr (progress where no bar can be drawn)."""
+    start = time.monotonic()
+    done = 0
+
+    def advance(result: SuiteResult) -> None:
+        nonlocal done
+        done += 1
+        elapsed = time.monotonic() - start
+        typer.echo(f"audit: {done}/{total} audited ({result.name}), {elapsed:.0f} s", err=True)
+
+    return advance
 
 
 def _names(only: str | None) -> list[str] | None:
@@ -154,6 +170,14 @@ def audit(  # noqa: PLR0917 (typer commands take their options as parameters)
             results = run_audit_suite(
                 quick=quick, names=names, confidence=confidence, source=source
             )
+        elif not console.is_terminal:  # a log or a pipe: a plain line as each audit ends
+            results = run_audit_suite(
+                quick=quick,
+                names=names,
+                confidence=confidence,
+                source=source,
+                on_result=plain_progress(len(names)),
+            )
         else:
             with Progress(
                 TextColumn("[progress.description]{task.description}"),
@@ -176,7 +200,7 @@ def audit(  # noqa: PLR0917 (typer commands take their options as parameters)
                     on_result=advance,
                 )
     except DPError as exc:
-        console.print(f"[red]error:[/] {exc}")
+        console.print(f"[red]error:[/] {with_suggestion(exc)}")
         raise typer.Exit(code=2) from None
     written = write_plot(plot, results) if plot is not None else False
     refuted = [r.name for r in results if not r.consistent]

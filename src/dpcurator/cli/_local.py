@@ -29,6 +29,8 @@ from rich.console import Console
 from rich.table import Table
 
 from dpcurator.accounting import PrivacyEvent
+from dpcurator.cli._progress import Steps
+from dpcurator.cli._suggest import with_suggestion
 from dpcurator.errors import DPError, InvalidParameterError
 from dpcurator.local import (
     CountMeanSketch,
@@ -461,7 +463,7 @@ def write_plot(
 
 
 def _fail(exc: DPError) -> None:
-    console.print(f"[red]error:[/] {exc}")
+    console.print(f"[red]error:[/] {with_suggestion(exc)}")
     raise typer.Exit(code=2)
 
 
@@ -508,18 +510,23 @@ def simulate(  # noqa: PLR0917 (typer commands take their options as parameters)
         if seed_population < 0:
             raise InvalidParameterError("seed_population", seed_population, "must be >= 0")
         epsilons = _parse_sweep(sweep) if not no_plot else []
-        population = make_population(data, domain_size, devices, seed_population)
-        run = run_protocol(protocol, epsilon, domain_size, population.values)
-        summary = summarize(population, run, top)
-        points: list[tuple[float, float, float]] = []
-        for eps in epsilons:
-            other = (
-                run
-                if eps == epsilon
-                else run_protocol(protocol, eps, domain_size, population.values)
-            )
-            part = summary if other is run else summarize(population, other, top)
-            points.append((eps, part["rmse"], part["predicted_rmse"]))
+        runs = 1 + sum(eps != epsilon for eps in epsilons)
+        with Steps("local simulate", runs, console=console, show=not as_json) as steps:
+            population = make_population(data, domain_size, devices, seed_population)
+            run = run_protocol(protocol, epsilon, domain_size, population.values)
+            steps.done(f"{devices:,} devices at epsilon {epsilon:g}")
+            summary = summarize(population, run, top)
+            points: list[tuple[float, float, float]] = []
+            for eps in epsilons:
+                other = (
+                    run
+                    if eps == epsilon
+                    else run_protocol(protocol, eps, domain_size, population.values)
+                )
+                if other is not run:
+                    steps.done(f"{devices:,} devices at epsilon {eps:g}")
+                part = summary if other is run else summarize(population, other, top)
+                points.append((eps, part["rmse"], part["predicted_rmse"]))
     except DPError as exc:
         _fail(exc)
         return

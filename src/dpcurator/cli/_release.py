@@ -28,6 +28,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from dpcurator.cli._progress import Steps
+from dpcurator.cli._suggest import with_suggestion
 from dpcurator.errors import DPError, InvalidParameterError
 
 if TYPE_CHECKING:
@@ -113,11 +115,14 @@ def release(  # noqa: PLR0917 (typer commands take their options as parameters)
         if method:
             spec = dataclasses.replace(spec, methods=tuple(method))
         source = None if seed is None else InsecureSeededSource(seed)
-        result = release_hierarchy(spec, source=source)
-        fmt: Literal["csv", "parquet"] = "parquet" if format == "parquet" else "csv"
-        written = list(result.write(out, format=fmt))
+        with Steps("release", 2, console=console) as steps:
+            result = release_hierarchy(spec, source=source)
+            steps.done(f"counted, noised and post-processed ({', '.join(spec.methods)})")
+            fmt: Literal["csv", "parquet"] = "parquet" if format == "parquet" else "csv"
+            written = list(result.write(out, format=fmt))
+            steps.done(f"written to {out}")
     except (DPError, OSError) as exc:
-        console.print(f"[red]error:[/] {escape(str(exc))}")
+        console.print(f"[red]error:[/] {escape(with_suggestion(exc))}")
         raise typer.Exit(code=2) from None
     if seed is not None:
         console.print(
