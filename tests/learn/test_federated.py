@@ -201,7 +201,7 @@ def test_local_sgd_trains_in_place() -> None:
         ({"rounds": 0}, "rounds"),
         ({"noise_multiplier": None}, "noise_multiplier"),
         ({"noise_multiplier": None, "target_epsilon": -1.0}, "target_epsilon"),
-        ({"mode": "distributed"}, "mode"),
+        ({"mode": "shuffled"}, "mode"),
         ({"accountant": "zcdp"}, "accountant"),
         ({"noise": "fast"}, "noise"),
         ({"weight_cap": -1.0}, "weight_cap"),

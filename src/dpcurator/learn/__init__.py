@@ -30,7 +30,12 @@ DP-SGD for PyTorch (the ``learn`` extra; imported on first use)
 Federated averaging
     :class:`FedAvg`, :class:`DPFedAvg` (user-level DP, McMahan et al. 2018; or local DP),
     :class:`RoundRecord`, :func:`local_sgd`; with Flower (the ``federated`` extra):
-    :class:`DPFedAvgStrategy`, :class:`InProcessGrid`, :func:`torch_client`.
+    :class:`DPFedAvgStrategy`, :class:`InProcessGrid`, :func:`torch_client`. The trust model
+    (:data:`TRUST_MODELS`: central, local or distributed DP) is one parameter, ``mode``, of
+    both. Distributed DP (Kairouz, Liu and Steinke 2021): :func:`noisy_share`,
+    :func:`ddg_rho`, :func:`ddg_event`, :class:`MaskingKey`, :func:`secure_sum`; the client
+    side of the strategy, :func:`dp_client_reply`; a real multi-process Flower deployment on
+    this machine (SuperLink, SuperNodes, ``flwr run``): :class:`FlowerDeployment`.
 ERM core
     :func:`output_perturbation`, :func:`objective_perturbation`, :func:`gradient_perturbation`,
     :func:`solve_erm`,
@@ -101,6 +106,15 @@ _LAZY = {
     "DPFedAvgStrategy": "_flower",
     "InProcessGrid": "_flower",
     "torch_client": "_flower",
+    # Distributed DP and the Flower deployment (issue 19): need cryptography / flwr.
+    "TRUST_MODELS": "_distributed",
+    "MaskingKey": "_distributed",
+    "ddg_event": "_distributed",
+    "ddg_rho": "_distributed",
+    "noisy_share": "_distributed",
+    "secure_sum": "_distributed",
+    "dp_client_reply": "_flower_client",
+    "FlowerDeployment": "_flower_deploy",
 }
 
 
@@ -120,6 +134,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "DPSGD",
+    "TRUST_MODELS",
     "BoundedScaler",
     "DPFedAvg",
     "DPFedAvgStrategy",
@@ -129,14 +144,19 @@ __all__ = [
     "DPModelSelector",
     "DPRidge",
     "FedAvg",
+    "FlowerDeployment",
     "GLMLoss",
     "InProcessGrid",
+    "MaskingKey",
     "MultinomialLoss",
     "PerturbedModel",
     "RoundRecord",
     "TensorNoise",
     "TrainingPhase",
     "clip_rows",
+    "ddg_event",
+    "ddg_rho",
+    "dp_client_reply",
     "erm_sensitivity",
     "excess_risk_bound",
     "gradient_perturbation",
@@ -144,8 +164,10 @@ __all__ = [
     "local_sgd",
     "logistic_loss",
     "multinomial_loss",
+    "noisy_share",
     "objective_perturbation",
     "output_perturbation",
+    "secure_sum",
     "solve_erm",
     "squared_loss",
     "torch_client",

@@ -40,6 +40,24 @@ aggregates (FedAvg, McMahan et al. 2017; lecture 004, Algorithm 1 "FederatedAver
     the epsilon of the client that took part most often. The noise added is ``1 / sqrt(m)``
     times larger than in the central model relative to the average, as lecture 004 contrasts
     ("Local DP: weaker trust assumptions, utility often suffers").
+:class:`DPFedAvg` with ``mode="distributed"``
+    Neither the server nor any client sees a clean update (lecture 004, "Distributed
+    Differential Privacy"; Kairouz, Liu and Steinke, ICML 2021). Each of the ``n_t`` sampled
+    clients rounds its clipped update to the grid, adds a *share*
+    ``N_Z(0, s_t^2)^d`` of discrete Gaussian noise with ``s_t^2 >= sigma^2 / u_t`` for
+    ``u_t = ceil((1 - dropout_tolerance) n_t)``, reduces it modulo ``2**b`` and masks it
+    (:mod:`dpcurator.learn._distributed`); the server unmasks only the sum of the survivors'
+    shares, which carries noise of variance at least ``sigma^2`` whenever at least ``u_t``
+    clients survive (fewer: the round is abandoned, nothing is released or spent). The
+    update applied is that sum over ``q W``, the central mode's fixed denominator.
+    **Guarantee:** user-level DP against the server and anyone who sees the models, for the
+    zero-out relation (one client's data replaced by data whose update is zero; participation
+    is known to the server). A round
+    in which a client's share entered the sum is ``rho_t``-zCDP for it, ``rho_t`` from the DDG
+    bound with the actual number of shares summed
+    (:func:`~dpcurator.learn._distributed.ddg_rho`: about ``1 / (2 z^2)``); rounds compose
+    (no amplification by sampling: the server knows who took part), and ``epsilon_`` is that of
+    the client with the largest total ``rho``, by the zCDP accountant (or RDP).
 
 References
 ----------
@@ -70,6 +88,7 @@ import copy
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -83,6 +102,7 @@ from dpcurator._validation import (
     check_probability,
 )
 from dpcurator.accounting import (
+    ComposedEvent,
     GaussianEvent,
     PoissonSampledEvent,
     PrivacyEvent,
@@ -90,9 +110,20 @@ from dpcurator.accounting import (
     dpsgd_noise_multiplier,
     gaussian_sigma_analytic,
     make_accountant,
+    zcdp_rho_for,
 )
 from dpcurator.errors import InvalidParameterError
 from dpcurator.learn._describe import settings_html, settings_repr
+from dpcurator.learn._distributed import (
+    TRUST_MODELS,
+    ddg_event,
+    noisy_share,
+    ring_bits,
+    secure_sum,
+    share_sigma,
+    to_ring,
+    unmask_sum,
+)
 from dpcurator.learn._dpsgd import (
     _Bar,
     as_tensor,
@@ -111,8 +142,9 @@ from dpcurator.noise import RandomSource, bernoulli, resolve_source, uniform_int
 
 __all__ = ["FEDERATED_MODES", "DPFedAvg", "FedAvg", "RoundRecord", "local_sgd"]
 
-FEDERATED_MODES = ("central", "local")
-"""Where the noise is added: by the server (user-level DP) or by each client (local DP)."""
+FEDERATED_MODES = TRUST_MODELS
+"""Where the noise is added: by the server (user-level DP), by each client (local DP), or by
+each client a share of it under secure aggregation (distributed DP)."""
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 ClientData = tuple[Any, Any]
@@ -414,7 +446,8 @@ class DPFedAvg(_Federation):
         :func:`~dpcurator.accounting.dpsgd_noise_multiplier`; local: the analytic Gaussian of
         ``T`` participations, Balle and Wang 2018).
     delta : float, default 1e-5
-    mode : {"central", "local"}, default "central"
+    mode : {"central", "local", "distributed"}, default "central"
+        The trust model: who adds the noise (see the module docstring).
     weight_cap : float, optional
         ``w_k = min(n_k / weight_cap, 1)`` (McMahan et al. 2018); uniform weights if None.
     local_epochs, local_batch_size, local_lr
@@ -423,8 +456,22 @@ class DPFedAvg(_Federation):
     server_momentum : float, default 0.0
         Momentum of the server's update (post-processing).
     accountant : {"pld", "rdp"}, default "pld"
-        Central mode's accountant (local mode composes Gaussians exactly with PLD).
+        Central mode's accountant (local mode composes Gaussians exactly with PLD; distributed
+        mode's zCDP events go to the zCDP accountant, or to RDP if ``"rdp"``).
     noise : {"secure", "float"}, default "secure"
+        Central and local modes; distributed mode always draws exact discrete Gaussian shares.
+    dropout_tolerance : float, default 0.0
+        Distributed mode: the fraction of a round's sampled clients that may drop out after
+        the key exchange with the round still released (each share is scaled for
+        ``ceil((1 - dropout_tolerance) n_t)`` survivors).
+    simulated_dropout : float, default 0.0
+        Distributed mode, for simulations: each sampled client independently drops out after
+        the key exchange with this probability (decisions from :func:`dpcurator.noise.bernoulli`).
+    masking : bool, default True
+        Distributed mode: run the pairwise masking (X25519 key agreement per pair of sampled
+        clients, ``O(n_t^2)`` per round). ``False`` sums the shares modulo ``2**b`` directly,
+        which gives the same sum (the masks cancel exactly) and is for simulations with
+        hundreds of clients per round.
     source : RandomSource, optional
     progress : bool, optional
         A rich progress bar per round with the epsilon spent.
@@ -466,6 +513,9 @@ class DPFedAvg(_Federation):
         server_momentum: float = 0.0,
         accountant: str = "pld",
         noise: str = "secure",
+        dropout_tolerance: float = 0.0,
+        simulated_dropout: float = 0.0,
+        masking: bool = True,
         source: RandomSource | None = None,
         progress: bool | None = None,
     ) -> None:
@@ -481,6 +531,15 @@ class DPFedAvg(_Federation):
             source=source,
             progress=progress,
         )
+        self.dropout_tolerance = check_probability(
+            dropout_tolerance, "dropout_tolerance", open_right=True
+        )
+        self.simulated_dropout = check_probability(
+            simulated_dropout, "simulated_dropout", open_right=True
+        )
+        if not isinstance(masking, bool):
+            raise InvalidParameterError("masking", masking, "must be True or False")
+        self.masking = masking
         self.clients_per_round = check_positive(clients_per_round, "clients_per_round")
         self.clip_norm = check_positive(clip_norm, "clip_norm")
         self.noise_multiplier, self.target_epsilon, self.delta = check_noise_target(
@@ -497,14 +556,22 @@ class DPFedAvg(_Federation):
         self._noise = TensorNoise(noise, source=self.source)
         self.grid_bits_ = grid_bits(self.clip_norm, self.dimension_)
         central = grid_sensitivity(self.clip_norm, self.dimension_, self.grid_bits_)
-        self.sensitivity_ = central if mode == "central" else 2.0 * central
+        # Central: add/remove one client; distributed: zero-out; local: replace-one (2 Delta).
+        self.sensitivity_ = 2.0 * central if mode == "local" else central
         self._participations: np.ndarray[Any, np.dtype[np.int64]] = np.zeros(0, dtype=np.int64)
+        self._rho_totals: list[Fraction] = []
+        self._shares: list[tuple[PrivacyEvent, frozenset[int]]] = []
 
     # -- privacy --------------------------------------------------------------------------
     def _calibrate(self, rate: float) -> float:
         if self.noise_multiplier is not None:
             return self.noise_multiplier
         assert self.target_epsilon is not None
+        if self.mode == "distributed":
+            # T rounds of rho = 1 / (2 z^2) each (the DDG bound's tau term is below 1e-300 at
+            # these noise levels; the reported epsilon includes it).
+            rho = zcdp_rho_for(self.target_epsilon, self.delta)
+            return math.sqrt(self.rounds / (2.0 * rho)) * (1.0 + 1e-9)
         if self.mode == "central":
             return dpsgd_noise_multiplier(
                 self.target_epsilon,
@@ -530,7 +597,11 @@ class DPFedAvg(_Federation):
         event = self.privacy_event_
         if isinstance(event, SelfComposedEvent) and event.count == 0:
             return 0.0
-        name = self.accountant if self.mode == "central" else "pld"
+        if isinstance(event, ComposedEvent) and not event.events:
+            return 0.0
+        name = {"central": self.accountant, "local": "pld"}.get(
+            self.mode, "rdp" if self.accountant == "rdp" else "zcdp"
+        )
         return make_accountant(name).compose(event).get_epsilon(dlt)
 
     def _settings(self) -> dict[str, object]:
@@ -548,6 +619,14 @@ class DPFedAvg(_Federation):
             "mode": self.mode,
             "accountant": self.accountant,
             "noise": self.noise,
+            **(
+                {
+                    "dropout_tolerance": self.dropout_tolerance,
+                    "simulated_dropout": self.simulated_dropout,
+                }
+                if self.mode == "distributed"
+                else {}
+            ),
         }
 
     def _state(self) -> dict[str, object]:
@@ -558,7 +637,11 @@ class DPFedAvg(_Federation):
     def _note(self) -> str:
         if not self.history_:
             return "not trained yet: nothing spent"
-        who = "" if self.mode == "central" else " (by the most frequent participant)"
+        who = {
+            "central": "",
+            "local": " (by the most frequent participant)",
+            "distributed": " (by the client with the largest total rho)",
+        }[self.mode]
         return f"epsilon spent at delta={self.delta:g} after {len(self.history_)} rounds{who}"
 
     @property
@@ -568,11 +651,21 @@ class DPFedAvg(_Federation):
 
     @property
     def privacy_event_(self) -> PrivacyEvent:
-        """Central: all rounds so far. Local: the messages of the most frequent participant."""
+        """Central: all rounds so far. Local: the messages of the most frequent participant.
+
+        Distributed: the sums that the client with the largest total ``rho`` contributed to.
+        """
         if not hasattr(self, "sigma_"):
             raise InvalidParameterError("fit", "not called", "must run before this attribute")
         if self.mode == "central":
             return SelfComposedEvent(self._round_event(), len(self.history_))
+        if self.mode == "distributed":
+            if not self._rho_totals:
+                return ComposedEvent(())
+            worst = max(range(len(self._rho_totals)), key=self._rho_totals.__getitem__)
+            return ComposedEvent(
+                tuple(event for event, members in self._shares if worst in members)
+            )
         most = int(self._participations.max()) if self._participations.size else 0
         return SelfComposedEvent(self._round_event(), most)
 
@@ -597,6 +690,8 @@ class DPFedAvg(_Federation):
             sigma = math.nextafter(sigma, math.inf)
         self.sigma_ = sigma
         self._participations = np.zeros(count, dtype=np.int64)
+        self._rho_totals = [Fraction(0)] * count
+        self._shares = []
         self.history_ = []
         unit = math.ldexp(1.0, -self.grid_bits_)
         with _Bar(self.rounds, "DP-FedAvg round", self.progress) as bar:
@@ -611,7 +706,10 @@ class DPFedAvg(_Federation):
                     factor = min(1.0, self.clip_norm / norm) if norm > 0 else 1.0
                     rows[row] = update * (factor * float(weights[i]))
                 self._participations[chosen] += 1
-                if self.mode == "central":
+                if self.mode == "distributed":
+                    included, update = self._distributed_round(chosen, rows, unit)
+                    chosen = included
+                elif self.mode == "central":
                     total = clipped_grid_sum(
                         rows, clip_norm=self.clip_norm, bits=self.grid_bits_, overwrite=True
                     )
@@ -632,3 +730,59 @@ class DPFedAvg(_Federation):
                 self.history_[-1] = RoundRecord(record.round, record.clients, epsilon)
                 bar.advance(epsilon, self.delta)
         return self
+
+    def _distributed_round(
+        self, chosen: np.ndarray[Any, Any], rows: torch.Tensor, unit: float
+    ) -> tuple[np.ndarray[Any, Any], torch.Tensor]:
+        """One round of distributed DP: noisy shares, masked modular sum, accounting.
+
+        Returns the clients whose shares entered the released sum, and the update (zero and
+        no clients when the round is abandoned: too few survivors).
+        """
+        zero = torch.zeros(self.dimension_, dtype=torch.float64)
+        sampled = len(chosen)
+        if sampled == 0:
+            return chosen[:0], zero
+        need = max(1, math.ceil((1 - Fraction(self.dropout_tolerance)) * sampled))
+        share = share_sigma(self.sigma_, need)
+        bits = ring_bits(
+            sensitivity=self.sensitivity_, sigma=share, shares=sampled, dimension=self.dimension_
+        )
+        if self.simulated_dropout > 0:
+            gone = bernoulli(self.simulated_dropout, size=sampled, source=self.source)
+        else:
+            gone = np.zeros(sampled, dtype=bool)
+        survivors = chosen[~gone]
+        if len(survivors) < need:
+            return chosen[:0], zero  # SecAgg cannot unmask: nothing released, nothing spent
+        shares = {}
+        for row, i in enumerate(chosen):
+            if gone[row]:  # never sent: takes part in the key exchange only
+                shares[int(i)] = np.zeros(self.dimension_, dtype=np.int64)
+            else:
+                shares[int(i)] = noisy_share(
+                    rows[row].numpy(),
+                    clip_norm=self.clip_norm,
+                    bits=self.grid_bits_,
+                    sigma=share,
+                    source=self.source,
+                )
+        dropped = [int(i) for i in chosen[gone]]
+        if self.masking:
+            total = secure_sum(shares, ring_bits=bits, dropped=dropped, round=len(self.history_))
+        else:  # the same modular sum without the masks (they cancel exactly)
+            total = unmask_sum([to_ring(shares[int(i)], bits) for i in survivors], [], bits=bits)
+        event = ddg_event(
+            sigma=share,
+            sensitivity=self.sensitivity_,
+            shares=len(survivors),
+            dimension=self.dimension_,
+        )
+        rho = Fraction(event.rho)
+        for i in survivors:
+            self._rho_totals[int(i)] += rho
+        self._shares.append((event, frozenset(int(i) for i in survivors)))
+        # The fixed denominator q W of the central mode (public): the same estimator.
+        scale = unit / (self.sampling_rate_ * self.total_weight_)
+        update = torch.from_numpy(total.astype(np.float64)) * scale
+        return survivors, update

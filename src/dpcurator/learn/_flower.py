@@ -28,6 +28,22 @@ Guarantee
     ``num-examples`` they report are not covered. ``K``, the number of connected nodes, is
     treated as public.
 
+Trust models (``mode``, as in :class:`~dpcurator.learn._federated.DPFedAvg`)
+    ``"central"`` (above). ``"local"``: each sampled node clips its update, rounds it to the
+    grid and adds ``N_Z(0, (2 z Delta)^2)`` itself (:func:`~dpcurator.learn._distributed.
+    noisy_share`) before it leaves; the server sums and averages; each node's messages compose
+    (replace-one, no amplification) and the epsilon reported is the most frequent
+    participant's. ``"distributed"``: a key exchange (a ``query`` message), then each node sends
+    its grid update plus a discrete Gaussian *share* of the noise, modulo ``2**b`` and
+    pairwise-masked; nodes that answered the key exchange but not the training message have
+    their masks removed by the survivors (a second ``query``); the server unmasks only the sum
+    (:mod:`dpcurator.learn._distributed`, Kairouz, Liu and Steinke 2021), and each survivor is
+    charged the round's DDG ``ZCDPEvent`` (zero-out neighbours, no amplification). A node that
+    drops out is charged nothing for that round and the round's noise is accounted for the
+    shares actually summed; with fewer than ``ceil((1 - dropout_tolerance) n_t)`` survivors the
+    round is abandoned (nothing released, nothing spent). Client handlers answer these
+    messages with :func:`dp_client_reply` (:func:`torch_client` does).
+
 Flower's own ``DifferentialPrivacyServerSideFixedClipping`` draws NumPy's floating-point normal
 noise (the floating-point attack of Jin et al. 2022 applies) and accounts only without
 amplification; this strategy uses the project's noise and its tightest accountant.
@@ -61,6 +77,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Callable, Iterable, Mapping
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -80,11 +97,40 @@ from flwr.supercore.run import Run
 from flwr.supercore.task_identity import TaskIdentity
 from torch import nn
 
-from dpcurator._validation import check_delta, check_epsilon, check_integer, check_positive
-from dpcurator.accounting import GaussianEvent, PoissonSampledEvent, PrivacyEvent, make_accountant
+from dpcurator._validation import (
+    check_delta,
+    check_epsilon,
+    check_integer,
+    check_positive,
+    check_probability,
+)
+from dpcurator.accounting import (
+    ComposedEvent,
+    GaussianEvent,
+    PoissonSampledEvent,
+    PrivacyEvent,
+    SelfComposedEvent,
+    ZCDPEvent,
+    event_rho,
+    make_accountant,
+)
 from dpcurator.errors import BudgetExceededError, InvalidParameterError
+from dpcurator.learn._distributed import (
+    TRUST_MODELS,
+    ddg_event,
+    ddg_tau,
+    ring_bits,
+    share_sigma,
+    unmask_sum,
+)
 from dpcurator.learn._dpsgd import as_tensor, check_dpsgd_accountant, check_module
 from dpcurator.learn._federated import LossFn, RoundRecord, local_sgd
+from dpcurator.learn._flower_client import (
+    dp_client_reply,
+    flat_update,
+    float_arrays,
+    message_config,
+)
 from dpcurator.learn._torch_noise import (
     NOISE_MODES,
     TensorNoise,
@@ -94,7 +140,7 @@ from dpcurator.learn._torch_noise import (
 )
 from dpcurator.noise import RandomSource, bernoulli
 
-__all__ = ["DPFedAvgStrategy", "InProcessGrid", "torch_client"]
+__all__ = ["DPFedAvgStrategy", "InProcessGrid", "dp_client_reply", "flat_update", "torch_client"]
 
 _SERVER_NODE_ID = 1
 """The node id Flower gives the server (``flwr.common.constant.SUPERLINK_NODE_ID``)."""
@@ -122,6 +168,14 @@ class DPFedAvgStrategy(FedAvg):
     noise : {"secure", "float"}, default "secure"
     source : RandomSource, optional
         Randomness for sampling and noise (the OS CSPRNG by default).
+    mode : {"central", "local", "distributed"}, default "central"
+        The trust model (module docstring). Local and distributed modes need clients that
+        answer with :func:`dp_client_reply`.
+    dropout_tolerance : float, default 0.0
+        Distributed mode: the fraction of the nodes that answered the key exchange that may
+        drop out with the round still released.
+    phase_timeout : float, default 120.0
+        Seconds to wait for the replies of the key-exchange and unmasking messages.
     fraction_evaluate : float, default 0.0
         Flower's client-side evaluation (not covered by the guarantee).
     **kwargs
@@ -148,6 +202,9 @@ class DPFedAvgStrategy(FedAvg):
         accountant: str = "pld",
         noise: str = "secure",
         source: RandomSource | None = None,
+        mode: str = "central",
+        dropout_tolerance: float = 0.0,
+        phase_timeout: float = 120.0,
         fraction_evaluate: float = 0.0,
         **kwargs: Any,
     ) -> None:
@@ -166,36 +223,83 @@ class DPFedAvgStrategy(FedAvg):
         self.accountant = check_dpsgd_accountant(accountant)
         if noise not in NOISE_MODES:
             raise InvalidParameterError("noise", noise, f"must be one of {NOISE_MODES}")
+        if mode not in TRUST_MODELS:
+            raise InvalidParameterError("mode", mode, f"must be one of {TRUST_MODELS}")
+        self.mode = mode
+        self.dropout_tolerance = check_probability(
+            dropout_tolerance, "dropout_tolerance", open_right=True
+        )
+        self.phase_timeout = check_positive(phase_timeout, "phase_timeout")
         self._noise = TensorNoise(noise, source=source)
         self.source = self._noise.source
         self.history_: list[RoundRecord] = []
         self._events: dict[PrivacyEvent, int] = {}
+        self._ledgers: dict[int, dict[PrivacyEvent, int]] = {}
         self._pending: dict[int, tuple[ArrayRecord, PrivacyEvent]] = {}
+        self._rounds: dict[int, _SecureRound] = {}
+        self._grid: Grid | None = None
         self.grid_bits_: int | None = None
         self.sensitivity_ = 0.0
         self.sigma_ = 0.0
 
     # -- privacy --------------------------------------------------------------------------
     def epsilon(self, delta: float | None = None) -> float:
-        """Epsilon spent by the aggregated rounds at ``delta`` (default: the strategy's)."""
-        return self._epsilon_of(self._events, self.delta if delta is None else check_delta(delta))
+        """Epsilon spent by the aggregated rounds at ``delta`` (default: the strategy's).
+
+        Local and distributed modes: by the node whose ledger has the largest total ``rho``.
+        """
+        dlt = self.delta if delta is None else check_delta(delta)
+        if self.mode == "central":
+            return self._epsilon_of(self._events, dlt)
+        return self._epsilon_of(self._worst_ledger(), dlt)
+
+    @property
+    def privacy_event_(self) -> PrivacyEvent:
+        """What has been accounted: all rounds (central) or the worst node's ledger."""
+        events = self._events if self.mode == "central" else self._worst_ledger()
+        return ComposedEvent(tuple(SelfComposedEvent(e, c) for e, c in events.items()))
+
+    def node_epsilons(self, delta: float | None = None) -> dict[int, float]:
+        """Local and distributed modes: epsilon spent by each node that took part."""
+        dlt = self.delta if delta is None else check_delta(delta)
+        return {node: self._epsilon_of(ledger, dlt) for node, ledger in self._ledgers.items()}
+
+    def _worst_ledger(self, extra: PrivacyEvent | None = None) -> dict[PrivacyEvent, int]:
+        """Return the ledger with the largest total rho (plus ``extra``, a planned event)."""
+        best: dict[PrivacyEvent, int] = {}
+        best_rho = -1.0
+        for ledger in self._ledgers.values():
+            rho = math.fsum(event_rho(e) * c for e, c in ledger.items())
+            if rho > best_rho:
+                best, best_rho = ledger, rho
+        out = dict(best)
+        if extra is not None:
+            out[extra] = out.get(extra, 0) + 1
+        return out
+
+    def _accountant_name(self) -> str:
+        if self.mode == "distributed":  # zCDP events: the zCDP accountant, or RDP
+            return "rdp" if self.accountant == "rdp" else "zcdp"
+        return self.accountant
 
     def _epsilon_of(self, events: Mapping[PrivacyEvent, int], delta: float) -> float:
         if not events:
             return 0.0
-        acc = make_accountant(self.accountant)
+        acc = make_accountant(self._accountant_name())
         for event, count in events.items():
             acc.compose(event, count)
         return acc.get_epsilon(delta)
 
     def _prepare(self, arrays: ArrayRecord) -> int:
         """Fix the grid from the model's size (public) at the first round; returns ``d``."""
-        dimension = sum(int(a.size) for a in _float_arrays(arrays).values())
+        dimension = sum(int(a.size) for a in float_arrays(arrays).values())
         if dimension == 0:
             raise InvalidParameterError("arrays", "<ArrayRecord>", "must hold float arrays")
         if self.grid_bits_ is None:
             self.grid_bits_ = grid_bits(self.clip_norm, dimension)
             self.sensitivity_ = grid_sensitivity(self.clip_norm, dimension, self.grid_bits_)
+            if self.mode == "local":  # replace-one: two clipped updates differ by 2 Delta
+                self.sensitivity_ *= 2.0
             sigma = self.noise_multiplier * self.sensitivity_
             while sigma / self.sensitivity_ < self.noise_multiplier:
                 sigma = math.nextafter(sigma, math.inf)
@@ -225,6 +329,10 @@ class DPFedAvgStrategy(FedAvg):
                 f"must be <= the {len(nodes)} connected nodes",
             )
         rate = self.clients_per_round / len(nodes)
+        if self.mode != "central":
+            return self._configure_private_clients(
+                server_round, arrays, config, grid, nodes=nodes, rate=rate
+            )
         event = PoissonSampledEvent(
             rate, GaussianEvent(sigma=self.sigma_, sensitivity=self.sensitivity_)
         )
@@ -251,11 +359,15 @@ class DPFedAvgStrategy(FedAvg):
         """Clip each update, sum on the grid, add noise, average over ``m``; account the round.
 
         Always returns a new (noisy) model, also when no node was sampled or none answered.
+        Local and distributed modes: sum the nodes' noisy (or masked) shares instead; an
+        abandoned distributed round returns no model (the global model stays).
         """
+        if self.mode != "central":
+            return self._aggregate_private_clients(server_round, replies)
         if server_round not in self._pending:
             raise InvalidParameterError("server_round", server_round, "was not configured")
         arrays, event = self._pending.pop(server_round)
-        current = _float_arrays(arrays)
+        current = float_arrays(arrays)
         start = np.concatenate([a.reshape(-1) for a in current.values()]).astype(np.float64)
         rows: list[torch.Tensor] = []
         for reply in replies:
@@ -270,21 +382,246 @@ class DPFedAvgStrategy(FedAvg):
             )
         total += self._noise.sample(self.sigma_, start.size)
         step = total.numpy() * (math.ldexp(1.0, -self.grid_bits_) / self.clients_per_round)
-        new_arrays = _with_float_arrays(arrays, current, start + step)
+        new_arrays = _withfloat_arrays(arrays, current, start + step)
         self._events[event] = self._events.get(event, 0) + 1
         epsilon = self.epsilon()
         self.history_.append(RoundRecord(server_round, len(rows), epsilon))
         metrics = MetricRecord({"epsilon": epsilon, "delta": self.delta, "clients": len(rows)})
         return new_arrays, metrics
 
+    # -- local and distributed modes ------------------------------------------------------
+    def _check_budget(self, event: PrivacyEvent, server_round: int) -> None:
+        if self.max_epsilon is None:
+            return
+        spent = self._epsilon_of(self._worst_ledger(event), self.delta)
+        if spent > self.max_epsilon:
+            raise BudgetExceededError(
+                f"round {server_round} could bring a node's epsilon to {spent:.4g} > "
+                f"max_epsilon = {self.max_epsilon:.4g} at delta = {self.delta:g}; nothing was "
+                "spent.",
+                remaining=self.max_epsilon - self.epsilon(),
+                requested=spent,
+            )
 
-def _float_arrays(arrays: ArrayRecord) -> dict[str, np.ndarray[Any, Any]]:
-    out: dict[str, np.ndarray[Any, Any]] = {}
-    for key in arrays:
-        value = arrays[key].numpy()
-        if np.issubdtype(value.dtype, np.floating):
-            out[key] = value
-    return out
+    def _configure_private_clients(
+        self,
+        server_round: int,
+        arrays: ArrayRecord,
+        config: ConfigRecord,
+        grid: Grid,
+        *,
+        nodes: list[int],
+        rate: float,
+    ) -> list[Message]:
+        assert self.grid_bits_ is not None
+        self._grid = grid  # the unmasking phase of aggregate_train talks to the same nodes
+        if self.mode == "local":
+            event: PrivacyEvent = GaussianEvent(sigma=self.sigma_, sensitivity=self.sensitivity_)
+            self._check_budget(event, server_round)
+        chosen = [
+            nodes[i] for i in np.flatnonzero(bernoulli(rate, size=len(nodes), source=self.source))
+        ]
+        settings: dict[str, Any] = {
+            "server-round": server_round,
+            "dp-mode": self.mode,
+            "dp-clip-norm": self.clip_norm,
+            "dp-grid-bits": self.grid_bits_,
+        }
+        if self.mode == "local":
+            self._rounds[server_round] = _SecureRound(
+                arrays, nodes=chosen, keys={}, need=0, share=0.0, bits=0
+            )
+            settings["dp-sigma"] = self.sigma_
+            return self._messages(arrays, config, settings, chosen)
+        # Distributed: the key exchange first (public keys only; nothing private yet).
+        stage = {"secagg-stage": "keys", "secagg-round": server_round}
+        keys: dict[int, bytes] = {}
+        for reply in self._exchange(grid, chosen, stage):
+            key = _reply_config(reply).get("secagg-public-key")
+            if isinstance(key, bytes) and len(key) == 32:
+                keys[int(reply.metadata.src_node_id)] = key
+        holders = sorted(keys)
+        sampled = len(holders)
+        need = max(1, math.ceil((1 - Fraction(self.dropout_tolerance)) * sampled))
+        if sampled == 0:
+            self._rounds[server_round] = _SecureRound(
+                arrays, nodes=[], keys={}, need=0, share=0.0, bits=0
+            )
+            return []
+        share = share_sigma(self.sigma_, need)
+        bits = ring_bits(
+            sensitivity=self.sensitivity_, sigma=share, shares=sampled, dimension=self._dimension
+        )
+        # The worst round for a survivor: `need` shares (and tau for all of them).
+        root = self.sensitivity_ / (math.sqrt(need) * share) + ddg_tau(share, sampled) * math.sqrt(
+            self._dimension
+        )
+        self._check_budget(ZCDPEvent(math.nextafter(0.5 * root * root, math.inf)), server_round)
+        self._rounds[server_round] = _SecureRound(
+            arrays, nodes=holders, keys=keys, need=need, share=share, bits=bits
+        )
+        settings.update(
+            {
+                "dp-sigma": share,
+                "secagg-round": server_round,
+                "secagg-ring-bits": bits,
+                "secagg-peer-keys": [keys[node] for node in holders],
+            }
+        )
+        return [
+            message
+            for index, node in enumerate(holders)
+            for message in self._messages(
+                arrays, config, {**settings, "secagg-index": index}, [node]
+            )
+        ]
+
+    def _messages(
+        self,
+        arrays: ArrayRecord,
+        config: ConfigRecord,
+        settings: Mapping[str, Any],
+        nodes: list[int],
+    ) -> list[Message]:
+        record = ConfigRecord(dict(config))
+        for key, value in settings.items():
+            record[key] = value
+        content = RecordDict({self.arrayrecord_key: arrays, self.configrecord_key: record})
+        return list(self._construct_messages(content, nodes, MessageType.TRAIN))
+
+    def _exchange(
+        self, grid: Grid, nodes: Iterable[int], settings: Mapping[str, Any]
+    ) -> list[Message]:
+        """Send a ``query`` with ``settings`` to ``nodes``; return the replies without errors."""
+        targets = list(nodes)
+        if not targets:
+            return []
+        record = RecordDict({self.configrecord_key: ConfigRecord(dict(settings))})
+        messages = self._construct_messages(record, targets, MessageType.QUERY)
+        replies = grid.send_and_receive(messages, timeout=self.phase_timeout)
+        return [reply for reply in replies if not reply.has_error()]
+
+    def _aggregate_private_clients(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        if server_round not in self._rounds:
+            raise InvalidParameterError("server_round", server_round, "was not configured")
+        assert self.grid_bits_ is not None
+        state = self._rounds.pop(server_round)
+        current = float_arrays(state.arrays)
+        start = np.concatenate([a.reshape(-1) for a in current.values()]).astype(np.float64)
+        name = "dp-share" if self.mode == "local" else "dp-masked"
+        vectors: dict[int, np.ndarray[Any, Any]] = {}
+        for reply in replies:
+            node = int(reply.metadata.src_node_id)
+            vector = _vector_of(reply, name, start.size)
+            if vector is not None and node in state.nodes and node not in vectors:
+                vectors[node] = vector
+        if self.mode == "local":
+            total = np.zeros(start.size, dtype=np.float64)
+            event: PrivacyEvent = GaussianEvent(sigma=self.sigma_, sensitivity=self.sensitivity_)
+            for vector in vectors.values():
+                total += vector.astype(np.float64)
+            included = sorted(vectors)
+            count = max(len(included), 1)
+        else:
+            outcome = self._unmask(server_round, state, vectors, start.size)
+            if outcome is None:  # too few survivors: abandoned, nothing released or spent
+                self.history_.append(RoundRecord(server_round, 0, self.epsilon()))
+                return None, MetricRecord({"epsilon": self.epsilon(), "clients": 0})
+            included, summed = outcome
+            total = summed.astype(np.float64)
+            count = len(included)
+            event = ddg_event(
+                sigma=state.share,
+                sensitivity=self.sensitivity_,
+                shares=count,
+                dimension=start.size,
+            )
+        for node in included:
+            ledger = self._ledgers.setdefault(node, {})
+            ledger[event] = ledger.get(event, 0) + 1
+        step = total * (math.ldexp(1.0, -self.grid_bits_) / count)
+        new_arrays = _withfloat_arrays(state.arrays, current, start + step)
+        epsilon = self.epsilon()
+        self.history_.append(RoundRecord(server_round, len(included), epsilon))
+        metrics = MetricRecord({"epsilon": epsilon, "delta": self.delta, "clients": len(included)})
+        return new_arrays, metrics
+
+    def _unmask(
+        self,
+        server_round: int,
+        state: _SecureRound,
+        vectors: Mapping[int, np.ndarray[Any, Any]],
+        dimension: int,
+    ) -> tuple[list[int], np.ndarray[Any, Any]] | None:
+        survivors = sorted(vectors)
+        if len(survivors) < max(state.need, 1):
+            return None
+        dropped = [node for node in state.nodes if node not in vectors]
+        fixes: list[np.ndarray[Any, Any]] = []
+        if dropped:
+            index = {node: i for i, node in enumerate(state.nodes)}
+            stage = {
+                "secagg-stage": "unmask",
+                "secagg-round": server_round,
+                "secagg-ring-bits": state.bits,
+                "secagg-dimension": dimension,
+                "secagg-dropped-index": [index[node] for node in dropped],
+                "secagg-dropped-keys": [state.keys[node] for node in dropped],
+                "secagg-peer-keys": [state.keys[node] for node in state.nodes],
+            }
+            answers: dict[int, np.ndarray[Any, Any]] = {}
+            assert self._grid is not None
+            for reply in self._exchange(self._grid, survivors, stage):
+                fix = _vector_of(reply, "secagg-correction", dimension)
+                if fix is not None:
+                    answers[int(reply.metadata.src_node_id)] = fix
+            if set(answers) != set(survivors):  # a survivor vanished: cannot unmask
+                return None
+            fixes = [answers[node] for node in survivors]
+        total = unmask_sum([vectors[node] for node in survivors], fixes, bits=state.bits)
+        return survivors, total
+
+
+class _SecureRound:
+    """What the server keeps between configuring and aggregating a local/distributed round."""
+
+    __slots__ = ("arrays", "bits", "keys", "need", "nodes", "share")
+
+    def __init__(
+        self,
+        arrays: ArrayRecord,
+        *,
+        nodes: list[int],
+        keys: dict[int, bytes],
+        need: int,
+        share: float,
+        bits: int,
+    ) -> None:
+        self.arrays = arrays
+        self.nodes = nodes
+        self.keys = keys
+        self.need = need
+        self.share = share
+        self.bits = bits
+
+
+def _reply_config(reply: Message) -> ConfigRecord:
+    records = reply.content.config_records
+    return next(iter(records.values())) if records else ConfigRecord()
+
+
+def _vector_of(reply: Message, name: str, size: int) -> np.ndarray[Any, Any] | None:
+    """Return the integer vector ``name`` of a reply (None if it failed or is malformed)."""
+    if reply.has_error():
+        return None
+    for record in reply.content.array_records.values():
+        if name in record:
+            array = record[name].numpy()
+            if array.shape == (size,) and np.issubdtype(array.dtype, np.integer):
+                return array
+    return None
 
 
 def _update_of(
@@ -305,20 +642,15 @@ def _update_of(
     return np.concatenate(parts).astype(np.float64) if parts else None
 
 
-def _with_float_arrays(
+def _withfloat_arrays(
     arrays: ArrayRecord, current: Mapping[str, np.ndarray[Any, Any]], flat: np.ndarray[Any, Any]
 ) -> ArrayRecord:
-    out: dict[str, Array] = {}
+    new: dict[str, Array] = {}
     offset = 0
-    for key in arrays:
-        if key in current:
-            old = current[key]
-            new = flat[offset : offset + old.size].reshape(old.shape).astype(old.dtype)
-            out[key] = Array(new)
-            offset += old.size
-        else:
-            out[key] = arrays[key]
-    return ArrayRecord(out)
+    for key, old in current.items():
+        new[key] = Array(flat[offset : offset + old.size].reshape(old.shape).astype(old.dtype))
+        offset += old.size
+    return ArrayRecord({key: new.get(key, arrays[key]) for key in arrays})
 
 
 class InProcessGrid(Grid):
@@ -426,7 +758,9 @@ def torch_client(
 
     On a ``train`` message it loads the received arrays into (a copy of) ``model``, runs
     :func:`~dpcurator.learn._federated.local_sgd` and replies with the trained arrays and
-    ``{"num-examples": n}``; on ``evaluate`` it replies with the mean loss (not private).
+    ``{"num-examples": n}`` (central mode) or its noisy or masked share (local and distributed
+    modes, through :func:`dp_client_reply`, which also answers the secure-aggregation
+    ``query`` messages); on ``evaluate`` it replies with the mean loss (not private).
 
     Examples
     --------
@@ -441,9 +775,13 @@ def torch_client(
     y = as_tensor(targets, "targets")
     n = int(x.shape[0])
 
+    keys: dict[str, Any] = {}
+
     def handle(message: Message) -> Message:
-        state = message.content.array_records[arrayrecord_key].to_torch_state_dict()
-        local.load_state_dict(state)
+        if message.metadata.message_type == MessageType.QUERY:
+            return dp_client_reply(message, keys=keys, source=source)
+        received = message.content.array_records[arrayrecord_key]
+        local.load_state_dict(received.to_torch_state_dict())
         if message.metadata.message_type == MessageType.EVALUATE:
             with torch.no_grad():
                 loss = float(loss_fn(local(x), y))
@@ -452,6 +790,15 @@ def torch_client(
         local_sgd(
             local, x, y, loss_fn=loss_fn, epochs=epochs, batch_size=batch_size, lr=lr, source=source
         )
+        if message_config(message).get("dp-mode") in ("local", "distributed"):
+            return dp_client_reply(
+                message,
+                ArrayRecord(local.state_dict()),
+                keys=keys,
+                source=source,
+                arrayrecord_key=arrayrecord_key,
+                num_examples=n,
+            )
         content = RecordDict(
             {
                 arrayrecord_key: ArrayRecord(local.state_dict()),
