@@ -21,6 +21,7 @@ SCRIPTS = [
     "bench_accountants.py",
     "bench_local.py",
     "bench_curator.py",
+    "bench_accuracy.py",
     "bench_engines.py",
     "bench_hierarchy.py",
     "bench_audit.py",
