@@ -1,0 +1,286 @@
+"""Synthetic data: dpcurator's AIM, MST and independent baseline against SmartNoise and mbi.
+
+On bundled Adult (each person a unit) and CPS tax units (each household a unit of up to 4 rows),
+for each epsilon: the average L1 distance between the true and synthetic normalised 3-way
+marginals over all 3-way marginals of the columns (in [0, 2]; AIM's "workload error"), the same
+over a target workload (the 2-way marginals with the target column), and the wall time of the
+fit (measurement, inference, sampling). All runs happen side by side in one process tree.
+
+Peers, each in its own environment (``bash benchmarks/peers/setup_peers.sh synth-smartnoise
+synth-mbi``):
+
+- SmartNoise Synthesizers (smartnoise-synth 1.0.8): its ``aim`` (3-way workload, as ours) and
+  ``mst``, fitted on the same discretised table (integer codes, all categorical: no
+  preprocessing budget). Their unit is a row: on CPS their guarantee is per tax unit, ours per
+  household (up to 4 tax units), so at equal epsilon ours protects more.
+- mbi 2.0 run directly: its MirrorDescent estimator and ``synthetic_data`` on the very noisy
+  marginals that dpcurator's AIM and MST measured (the inference alone), against dpcurator's
+  inference (:func:`dpcurator.synth.fit_model` and :meth:`Model.sample`) on the same input.
+
+Usage::
+
+    .venv/bin/python benchmarks/bench_synth.py                 # Adult, all methods
+    .venv/bin/python benchmarks/bench_synth.py --dataset cps --epsilons 1 --peers smartnoise
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dpcurator.accounting import Budget
+from dpcurator.curator import Column, Session, Table
+from dpcurator.datasets import load_adult, load_cps
+from dpcurator.noise import InsecureSeededSource
+from dpcurator.synth import Marginal, fit_model, synthesize
+
+ROOT = Path(__file__).resolve().parents[1]
+PEERS = ROOT / ".venv-peers"
+DELTA = 1e-9
+
+
+def adult() -> tuple[Table, str]:
+    frame = load_adult()
+    cats = ["workclass", "education", "marital_status", "occupation", "race", "sex", "income"]
+    for c in cats:
+        frame[c] = frame[c].fillna("?").astype(object)
+    columns = [Column("age", lower=17, upper=90, bins=[17, 25, 35, 45, 55, 65, 91])]
+    columns += [Column(c, domain=sorted(frame[c].unique())) for c in cats]
+    table = Table("adult", frame, privacy_unit="person_id", max_rows_per_unit=1, columns=columns)
+    return table, "income"
+
+
+def cps() -> tuple[Table, str]:
+    frame = load_cps()
+    columns = [
+        Column("year", domain=[2012, 2013, 2014]),
+        Column("filing_status", domain=sorted(frame["filing_status"].unique())),
+        Column("age_head", lower=0, upper=85, bins=[0, 25, 35, 45, 55, 65, 75, 86]),
+        Column("n_persons", lower=1, upper=12, bins=[1, 2, 3, 4, 5, 13]),
+        Column("wages", lower=0, upper=250000, bins=[0, 1, 20000, 50000, 100000, 250001]),
+        Column("social_security", lower=0, upper=100000, bins=[0, 1, 10000, 20000, 100001]),
+    ]
+    table = Table(
+        "cps",
+        frame,
+        privacy_unit="household_id",
+        max_rows_per_unit=4,
+        max_groups_per_unit=4,
+        columns=columns,
+    )
+    return table, "filing_status"
+
+
+def encode(frame: pd.DataFrame, table: Table, names: list[str]) -> np.ndarray:
+    """Integer codes of the declared values (bins: their index; clamped like the curator)."""
+    out = []
+    for name in names:
+        column = table.column(name)
+        values = frame[name]
+        if column.bins is not None:
+            inner = np.array(column.bins[1:-1], dtype=np.float64)
+            out.append(np.searchsorted(inner, values.to_numpy(dtype=np.float64), side="right"))
+        else:
+            assert column.domain is not None
+            lookup = {v: i for i, v in enumerate(column.domain)}
+            out.append(np.array([lookup[v] for v in values], dtype=np.int64))
+    return np.stack(out, axis=1).astype(np.int64)
+
+
+def errors(true: np.ndarray, synth: np.ndarray, sizes: list[int], target: int) -> dict[str, float]:
+    def marginal(x: np.ndarray, clique: tuple[int, ...]) -> np.ndarray:
+        shape = tuple(sizes[a] for a in clique)
+        flat = np.ravel_multi_index(tuple(x[:, a] for a in clique), shape)
+        return np.bincount(flat, minlength=math.prod(shape)) / max(1, x.shape[0])
+
+    d = len(sizes)
+    three = [
+        float(np.abs(marginal(true, c) - marginal(synth, c)).sum())
+        for c in itertools.combinations(range(d), 3)
+    ]
+    pairs = [tuple(sorted((target, b))) for b in range(d) if b != target]
+    two = [float(np.abs(marginal(true, c) - marginal(synth, c)).sum()) for c in pairs]
+    return {"l1_3way": float(np.mean(three)), "l1_target": float(np.mean(two))}
+
+
+def peer(venv: str, args: list[str], timeout: float) -> tuple[float | None, str]:
+    python = PEERS / venv / "bin" / "python"
+    if not python.exists():
+        return None, f"not installed ({python})"
+    try:
+        done = subprocess.run(
+            [str(python), *args], capture_output=True, text=True, timeout=timeout, check=False
+        )
+    except subprocess.TimeoutExpired:
+        return None, f"timeout after {timeout:.0f} s"
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines() or [f"exit status {done.returncode}"]
+        return None, "failed: " + lines[-1][:200]
+    return float(json.loads(done.stdout.strip().splitlines()[-1])["seconds"]), ""
+
+
+def run(
+    dataset: str,
+    *,
+    epsilons: list[float],
+    methods: list[str],
+    peers: set[str],
+    timeout: float,
+    skip: frozenset[str] = frozenset(),
+    time_limit: float | None = None,
+) -> list[dict[str, Any]]:
+    table, target_name = adult() if dataset == "adult" else cps()
+    names = [c.name for c in table.columns if c.name != table.unit_column]
+    declared = [table.column(n) for n in names]
+    sizes = [len(c.bins) - 1 if c.bins else len(c.domain or ()) for c in declared]
+    frame = table.source
+    true = encode(frame, table, names)
+    target = names.index(target_name)
+    results: list[dict[str, Any]] = []
+    work = Path(tempfile.mkdtemp(prefix="bench_synth_"))
+    codes_path = work / "codes.csv"
+    pd.DataFrame(true, columns=names).to_csv(codes_path, index=False)
+
+    def record(
+        method: str, eps: float, synth: np.ndarray | None, seconds: float | None, note: str = ""
+    ) -> None:
+        row: dict[str, Any] = {
+            "dataset": dataset,
+            "epsilon": eps,
+            "method": method,
+            "seconds": seconds,
+            "note": note,
+        }
+        if synth is not None:
+            row.update(errors(true, synth, sizes, target))
+        results.append(row)
+        print(json.dumps(row), flush=True)
+
+    for eps in epsilons:
+        for method in methods:
+            with Session(
+                table,
+                Budget(1e6, 1e-3),
+                accountant="zcdp",
+                ledger=":memory:",
+                source=InsecureSeededSource(int(eps * 1000)),
+            ) as session:
+                start = time.perf_counter()
+                released = synthesize(
+                    session,
+                    epsilon=eps,
+                    delta=DELTA,
+                    method=method,  # type: ignore[arg-type]
+                    time_limit=time_limit,
+                )
+                seconds = time.perf_counter() - start
+            synth = encode(released.table, table, names)
+            stopped = ", stopped by the time limit" if released.stopped_by_time_limit else ""
+            record(f"dpcurator {method}", eps, synth, seconds, f"{released.rounds} rounds{stopped}")
+            if method == "independent" or "mbi" not in peers:
+                continue
+            # The inference alone on the same noisy marginals: dpcurator's, then mbi's.
+            index = {n: i for i, n in enumerate(names)}
+            cliques = [tuple(index[c] for c in m.columns) for m in released.measurements]
+            marginals = [
+                Marginal(c, m.noisy, m.sigma)
+                for c, m in zip(cliques, released.measurements, strict=True)
+            ]
+            start = time.perf_counter()
+            model = fit_model(sizes, marginals, iterations=1000)
+            ours = model.sample(len(released.table), InsecureSeededSource(5))
+            record(f"dpcurator inference ({method} input)", eps, ours, time.perf_counter() - start)
+            stored = work / f"{method}-{eps}.npz"
+            holder = np.empty(len(cliques), dtype=object)
+            holder[:] = cliques
+            values = np.empty(len(cliques), dtype=object)
+            values[:] = [m.noisy for m in released.measurements]
+            np.savez(
+                stored,
+                sizes=np.array(sizes),
+                cliques=holder,
+                values=values,
+                sigmas=np.array([m.sigma for m in released.measurements]),
+                rows=len(released.table),
+            )
+            out = work / f"mbi-{method}-{eps}.npy"
+            seconds_mbi, note = peer(
+                "synth-mbi",
+                [str(ROOT / "benchmarks/peers/synth_mbi.py"), str(stored), str(out), "1000"],
+                timeout,
+            )
+            record(
+                f"mbi 2.0 inference ({method} input)",
+                eps,
+                np.load(out) if seconds_mbi is not None else None,
+                seconds_mbi,
+                note,
+            )
+        if "smartnoise" in peers:
+            for method in [m for m in methods if m != "independent" and m not in skip]:
+                out = work / f"sn-{method}-{eps}.npy"
+                seconds, note = peer(
+                    "synth-smartnoise",
+                    [
+                        str(ROOT / "benchmarks/peers/synth_smartnoise.py"),
+                        str(codes_path),
+                        str(out),
+                        method,
+                        str(eps),
+                        str(DELTA),
+                        "1",
+                    ],
+                    timeout,
+                )
+                record(
+                    f"smartnoise {method}",
+                    eps,
+                    np.load(out) if seconds is not None else None,
+                    seconds,
+                    note,
+                )
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", choices=["adult", "cps"], default="adult")
+    parser.add_argument("--epsilons", default="0.3,1,3,10")
+    parser.add_argument("--methods", default="aim,mst,independent")
+    parser.add_argument("--peers", default="smartnoise,mbi")
+    parser.add_argument("--timeout", type=float, default=900.0)
+    parser.add_argument("--time-limit", type=float, default=None, help="dpcurator's fits")
+    parser.add_argument("--skip-peer-methods", default="", help="e.g. aim: SmartNoise MST only")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/synth.json")
+    args = parser.parse_args()
+    epsilons = [float(e) for e in args.epsilons.split(",")]
+    peers = {p for p in args.peers.split(",") if p}
+    methods = [m for m in args.methods.split(",") if m]
+    skip = frozenset(m for m in args.skip_peer_methods.split(",") if m)
+    results = run(
+        args.dataset,
+        epsilons=epsilons,
+        methods=methods,
+        peers=peers,
+        timeout=args.timeout,
+        skip=skip,
+        time_limit=args.time_limit,
+    )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=1))
+    print(f"wrote {args.out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,242 @@
+"""Marginals of a declared table, measured in the curator's engine with its contribution bounding.
+
+A marginal over columns ``(a, b, ...)`` is the vector of counts of the rows in each cell of the
+product of their public domains: a categorical column takes its declared ``domain``, a numeric
+one its declared ``bins`` (a value below the first edge counts in the first bin, one above the
+last in the last, NULL in none). It is asked as one aggregate query,
+
+``SELECT <a>, <b>, COUNT(*) FROM <table> GROUP BY <a>, <b>``
+
+(a binned column being the computed key ``CASE WHEN x < e1 THEN 0 ... END``), planned by the
+session (:meth:`~dpcurator.curator.Session.plan`): the plan bounds every privacy unit's
+contribution as the table declares it (at most ``k`` rows, in at most ``g`` cells, at most
+``c`` rows per cell) and binds the statement in the engine, without reading a row. Its
+sensitivities follow from the plan's bounds alone:
+
+- L1: ``Delta_1 = min(k, g' c)`` (``g' = min(g, k, cells)``),
+- L2: ``Delta_2^2 = q c^2 + r^2`` with ``q = min(g', floor(Delta_1 / c))`` full cells and the
+  remainder ``r = min(Delta_1 - q c, c)`` in one more cell if ``q < g'`` (the largest squared
+  norm of a non-negative integer vector with sum ``Delta_1``, entries at most ``c`` and at most
+  ``g'`` of them non-zero),
+
+for add/remove of one privacy unit, computed exactly in integers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dpcurator.curator import Plan, Session, Table
+from dpcurator.curator._measure import fetch
+from dpcurator.curator._table import check_bins
+from dpcurator.errors import InvalidParameterError, QueryError
+from dpcurator.mechanisms import discrete_gaussian_mechanism
+from dpcurator.noise import RandomSource
+
+__all__ = ["Attribute", "MarginalQuery", "attributes", "l2_squared", "sigma_for"]
+
+
+@dataclass(frozen=True)
+class Attribute:
+    """A column of the synthetic table: its public values (categories, or bins of a number).
+
+    Attributes
+    ----------
+    name : str
+        The declared column.
+    values : tuple
+        The categories (declared ``domain``), or for a binned column the bin indices.
+    edges : tuple of float or None
+        The bins' edges of a numeric column (None for a categorical one).
+    """
+
+    name: str
+    values: tuple[Any, ...]
+    edges: tuple[float, ...] | None = None
+
+    @property
+    def size(self) -> int:
+        """How many values the attribute takes."""
+        return len(self.values)
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """Human-readable values: categories, or ``[a, b)`` intervals (the last closed)."""
+        if self.edges is None:
+            return tuple(str(v) for v in self.values)
+        last = len(self.edges) - 2
+        return tuple(
+            f"[{a:g}, {b:g}{']' if i == last else ')'}"
+            for i, (a, b) in enumerate(zip(self.edges, self.edges[1:], strict=False))
+        )
+
+    def sql(self) -> str:
+        """Return the group key in SQL (the column quoted, or its bin index as a CASE)."""
+        column = '"' + self.name.replace('"', '""') + '"'
+        if self.edges is None:
+            return column
+        inner = self.edges[1:-1]
+        whens = " ".join(f"WHEN {column} < {e!r} THEN {i}" for i, e in enumerate(inner))
+        return (
+            f"CASE {whens} WHEN {column} >= {inner[-1]!r} THEN {len(inner)} END"
+            if inner
+            else (f"CASE WHEN {column} IS NOT NULL THEN 0 END")
+        )
+
+
+def attributes(
+    table: Table,
+    columns: Sequence[str] | None,
+    bins: Mapping[str, Sequence[float]] | None = None,
+) -> list[Attribute]:
+    """Return the attributes of ``columns`` (default: every declared column with a domain or bins).
+
+    Raises
+    ------
+    QueryError
+        For a column that is not declared, is the privacy unit, is named twice, or has neither
+        a public domain nor bins (nor bins given in ``bins``).
+    """
+    extra = dict(bins or {})
+    unit = table.unit_column
+    if columns is None:
+        names = [
+            c.name
+            for c in table.columns
+            if c.name != unit and (c.domain is not None or c.bins is not None or c.name in extra)
+        ]
+        if not names:
+            raise QueryError(
+                f"Table {table.name!r} declares no column with a public domain or bins: declare "
+                "domains (categories) or bins (numbers) for the columns to synthesise."
+            )
+    else:
+        if isinstance(columns, str) or not isinstance(columns, Sequence):
+            raise InvalidParameterError("columns", columns, "must be a list of column names")
+        names = [table.column(str(name)).name for name in columns]  # QueryError if undeclared
+    if len(set(names)) != len(names) or not names:
+        raise InvalidParameterError("columns", columns, "must name each column once, at least one")
+    for name in extra:
+        table.column(name)
+    out = []
+    for name in names:
+        column = table.column(name)
+        if name == unit:
+            raise QueryError(
+                f"Column {name!r} is the privacy unit: an identifier is never synthesised; "
+                "leave it out of columns."
+            )
+        edges = check_bins(extra[name], f"bins[{name!r}]") if name in extra else column.bins
+        if edges is not None:
+            out.append(Attribute(name, tuple(range(len(edges) - 1)), tuple(edges)))
+        elif column.domain is not None:
+            out.append(Attribute(name, tuple(column.domain)))
+        else:
+            raise QueryError(
+                f"Column {name!r} has neither a public domain nor bins, so its values cannot "
+                f"be synthesised: declare domain = [...] (categories) or bins = [...] (numbers) "
+                f"for it, or pass bins={{{name!r}: [...]}}."
+            )
+    return out
+
+
+def l2_squared(plan: Plan) -> tuple[int, int]:
+    """``(Delta_1, Delta_2 ** 2)`` of a marginal's counts under the plan's bounds (exact).
+
+    >>> from dpcurator.curator._specs import Contribution
+    >>> from types import SimpleNamespace
+    >>> l2_squared(SimpleNamespace(contribution=Contribution(rows=4, groups=4, per_group=4,
+    ...                                                     cells=4)))
+    (4, 16)
+    >>> l2_squared(SimpleNamespace(contribution=Contribution(rows=5, groups=3, per_group=2,
+    ...                                                     cells=5)))
+    (5, 9)
+    """
+    c = plan.contribution
+    per_cell = c.per_group
+    l1 = c.rows_l1
+    full = min(c.groups, l1 // per_cell)
+    rest = min(l1 - full * per_cell, per_cell) if full < c.groups else 0
+    return l1, full * per_cell * per_cell + rest * rest
+
+
+def sigma_for(l2sq: int, rho: Fraction) -> float:
+    """Return the smallest float ``sigma`` found with ``Delta_2^2 / (2 sigma^2) <= rho`` (exact)."""
+    if rho <= 0:
+        raise InvalidParameterError("rho", float(rho), "must be > 0")
+    sigma = math.sqrt(l2sq / (2.0 * float(rho)))
+    while Fraction(l2sq) / (2 * Fraction(sigma) ** 2) > rho:
+        sigma = math.nextafter(sigma, math.inf)
+    return sigma
+
+
+@dataclass
+class MarginalQuery:
+    """One marginal: its attributes (indices, ascending), SQL, plan and sensitivities."""
+
+    clique: tuple[int, ...]
+    sql: str
+    plan: Plan
+    l1: int
+    l2sq: int
+    cells: int
+
+    @classmethod
+    def build(
+        cls, session: Session, table: Table, attrs: Sequence[Attribute], clique: tuple[int, ...]
+    ) -> MarginalQuery:
+        """Write and plan the marginal's query (bound in the engine; no row read)."""
+        keys = [attrs[i].sql() for i in clique]
+        name = '"' + table.name.replace('"', '""') + '"'
+        sql = f"SELECT {', '.join(keys)}, COUNT(*) AS n FROM {name} GROUP BY {', '.join(keys)}"
+        plan = session.plan(sql, epsilon=1.0)  # the bounds; its own noise is never used
+        l1, l2sq = l2_squared(plan)
+        return cls(clique, sql, plan, l1, l2sq, math.prod(attrs[i].size for i in clique))
+
+    def exact(self, session: Session, attrs: Sequence[Attribute]) -> NDArray[np.int64]:
+        """Run the bounded statement in the engine: the exact counts, flattened (C order).
+
+        Private: only ever noised or used inside a DP selection.
+        """
+        result = fetch(self.plan, session._read(self.plan))
+        column = next(m.result for m in self.plan.measurements)
+        counts = result.columns[column]
+        index = [{v: j for j, v in enumerate(attrs[i].values)} for i in self.clique]
+        out = np.zeros(self.cells, dtype=np.int64)
+        shape = tuple(attrs[i].size for i in self.clique)
+        for key, count in zip(result.keys, counts, strict=True):
+            where = [index[p].get(_plain(v)) for p, v in enumerate(key)]
+            if any(w is None for w in where):
+                continue  # outside the public domain (never released)
+            out[np.ravel_multi_index(tuple(int(w) for w in where if w is not None), shape)] += int(
+                count
+            )
+        return out
+
+    def noisy(
+        self, counts: NDArray[np.int64], sigma: float, source: RandomSource
+    ) -> NDArray[np.float64]:
+        """Add discrete Gaussian noise of parameter ``sigma`` to the counts (exact sampler).
+
+        ``rho``-zCDP with ``rho = Delta_2^2 / (2 sigma^2)`` for add/remove of one privacy unit,
+        ``Delta_2`` the counts' L2 sensitivity under the plan's bounds (Canonne, Kamath and
+        Steinke 2020, Theorem 14; :func:`dpcurator.mechanisms.discrete_gaussian_mechanism`).
+        """
+        released = discrete_gaussian_mechanism(
+            counts, sigma=sigma, sensitivity=math.sqrt(self.l2sq), source=source
+        )
+        return np.asarray(released.value, dtype=np.float64)
+
+
+def _plain(value: Any) -> Any:
+    """Return an engine's value as a plain Python one (numpy scalars as Python scalars)."""
+    if isinstance(value, np.generic):
+        return value.item()
+    return value

@@ -1,0 +1,549 @@
+r"""Graphical-model inference from noisy marginals (Private-PGM, in numpy).
+
+Given noisy marginals ``y_C = M_C(D) + Z_C`` with Gaussian noise of standard deviation
+``sigma_C``, find the distribution ``p`` of a Markov random field over the measured cliques that
+minimises
+
+.. math:: L(\\mu) = \\sum_C \\frac{1}{2 \\sigma_C^2} \\lVert N \\mu_C - y_C \\rVert_2^2,
+
+where ``mu_C`` are the model's clique marginals and ``N`` the estimated number of rows: entropic
+mirror descent on the marginal polytope, whose iterates are ``theta <- theta - eta dL/dmu`` on
+the natural parameters, with the marginals recomputed by belief propagation on a junction tree
+and the step chosen by Armijo backtracking (McKenna, Sheldon and Miklau 2019, "Graphical-model
+based estimation and inference for differential privacy", ICML, Algorithm 1). Everything here
+reads the noisy marginals only: it is post-processing and costs no privacy.
+
+Synthetic rows are drawn from the fitted model along the junction tree, each clique's new
+attributes conditionally on its separator, with systematic sampling (each conditional count is
+the expected one rounded up or down), as in the authors' ``mbi`` library.
+
+Examples
+--------
+>>> import numpy as np
+>>> y = [(0,), (1,), (0, 1)]
+>>> counts = [np.array([30.0, 70.0]), np.array([50.0, 50.0]),
+...           np.array([20.0, 10.0, 30.0, 40.0])]
+>>> model = fit_model((2, 2), [Marginal(c, v, 1.0) for c, v in zip(y, counts)], iterations=300)
+>>> np.round(model.marginal((0, 1)), 1).tolist()
+[20.0, 10.0, 30.0, 40.0]
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dpcurator.errors import InvalidParameterError
+from dpcurator.noise import RandomSource, resolve_source, uniform_integers
+
+__all__ = ["JunctionTree", "Marginal", "Model", "fit_model", "junction_tree_size"]
+
+FloatArray = NDArray[np.float64]
+Clique = tuple[int, ...]
+_TINY = 1e-300
+_BACKTRACKS = 20
+"""Halvings of the step the line search tries before it declares the descent converged."""
+
+
+@dataclass(frozen=True)
+class Marginal:
+    """A noisy marginal: the clique (sorted attribute indices), its values, its noise's std.
+
+    ``values`` is the flattened table of counts over the clique's attributes (C order).
+    """
+
+    clique: Clique
+    values: FloatArray
+    sigma: float
+
+
+def _lse(values: FloatArray, axes: tuple[int, ...]) -> FloatArray:
+    """``log(sum(exp(values)))`` over ``axes`` (kept as size-1 axes are dropped)."""
+    if not axes:
+        return values
+    top = np.max(values, axis=axes, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
+    out = np.log(np.sum(np.exp(values - top), axis=axes, keepdims=True)) + top
+    return np.asarray(np.squeeze(out, axis=axes), dtype=np.float64)
+
+
+def _shape(attrs: Clique, target: Clique, sizes: Sequence[int]) -> tuple[int, ...]:
+    """Broadcast shape of a table over ``attrs`` inside a table over ``target`` (both sorted)."""
+    return tuple(sizes[a] if a in attrs else 1 for a in target)
+
+
+def _project(values: FloatArray, attrs: Clique, keep: Clique) -> FloatArray:
+    """Sum a (probability) table over ``attrs`` down to ``keep`` (a sorted subset)."""
+    axes = tuple(i for i, a in enumerate(attrs) if a not in keep)
+    return np.asarray(values.sum(axis=axes), dtype=np.float64) if axes else values
+
+
+def _elimination_cliques(sizes: Sequence[int], cliques: Sequence[Clique]) -> list[Clique]:
+    """Maximal cliques of a triangulation (greedy min-weight elimination) of the cliques' graph."""
+    neighbours: dict[int, set[int]] = {a: set() for a in range(len(sizes))}
+    for clique in cliques:
+        for a, b in itertools.combinations(clique, 2):
+            neighbours[a].add(b)
+            neighbours[b].add(a)
+    found: list[Clique] = []
+    remaining = set(neighbours)
+    while remaining:
+
+        def weight(v: int) -> tuple[float, int]:
+            cells = float(sizes[v])
+            for u in neighbours[v]:
+                cells *= sizes[u]
+            return cells, v
+
+        v = min(remaining, key=weight)
+        clique = tuple(sorted({v} | neighbours[v]))
+        found.append(clique)
+        for a, b in itertools.combinations(neighbours[v], 2):
+            neighbours[a].add(b)
+            neighbours[b].add(a)
+        for u in neighbours[v]:
+            neighbours[u].discard(v)
+        remaining.discard(v)
+        del neighbours[v]
+    maximal = [c for c in found if not any(set(c) < set(d) for d in found)]
+    return sorted(set(maximal), key=lambda c: (-len(c), c))
+
+
+def junction_tree_size(sizes: Sequence[int], cliques: Sequence[Clique]) -> int:
+    """Cells of the junction tree the cliques' graph would have (the model's size).
+
+    >>> junction_tree_size((2, 3, 4), [(0, 1), (1, 2)])
+    18
+    """
+    return sum(math.prod(sizes[a] for a in c) for c in _elimination_cliques(sizes, cliques))
+
+
+class JunctionTree:
+    """A junction tree of the cliques' graph: its cliques, a rooted order and separators.
+
+    Parameters
+    ----------
+    sizes : sequence of int
+        The domain size of each attribute.
+    cliques : sequence of tuple of int
+        Attribute sets that must each lie in one clique of the tree.
+    """
+
+    def __init__(self, sizes: Sequence[int], cliques: Sequence[Clique]) -> None:
+        self.sizes = tuple(int(s) for s in sizes)
+        self.cliques = _elimination_cliques(
+            self.sizes, [*cliques, *((a,) for a in range(len(sizes)))]
+        )
+        n = len(self.cliques)
+        # Maximum spanning tree on shared attributes (Kruskal); empty separators join components.
+        edges = sorted(
+            (
+                (len(set(a) & set(b)), i, j)
+                for (i, a), (j, b) in itertools.combinations(enumerate(self.cliques), 2)
+            ),
+            key=lambda e: -e[0],
+        )
+        parent = list(range(n))
+
+        def find(x: int) -> int:
+            while parent[x] != x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+
+        adjacent: dict[int, list[int]] = {i: [] for i in range(n)}
+        for _, i, j in edges:
+            ri, rj = find(i), find(j)
+            if ri != rj:
+                parent[ri] = rj
+                adjacent[i].append(j)
+                adjacent[j].append(i)
+        self.order: list[int] = []  # breadth-first from clique 0: parents before children
+        self.parent: dict[int, int | None] = {0: None}
+        queue = [0]
+        while queue:
+            node = queue.pop(0)
+            self.order.append(node)
+            for other in adjacent[node]:
+                if other not in self.parent:
+                    self.parent[other] = node
+                    queue.append(other)
+        self.children: dict[int, list[int]] = {i: [] for i in range(n)}
+        for child, up in self.parent.items():
+            if up is not None:
+                self.children[up].append(child)
+        self._separators = {i: self._separator(i) for i in range(n)}
+
+    def _separator(self, child: int) -> Clique:
+        up = self.parent[child]
+        if up is None:
+            return ()
+        return tuple(sorted(set(self.cliques[child]) & set(self.cliques[up])))
+
+    def separator(self, child: int) -> Clique:
+        """Return the attributes a clique shares with its parent (empty at the root)."""
+        return self._separators[child]
+
+    def containing(self, attrs: Clique) -> int | None:
+        """Return the index of the smallest clique containing ``attrs``, or None."""
+        best: int | None = None
+        for i, c in enumerate(self.cliques):
+            if set(attrs) <= set(c) and (best is None or len(c) < len(self.cliques[best])):
+                best = i
+        return best
+
+    @property
+    def size(self) -> int:
+        """Cells of all the cliques' tables."""
+        return sum(math.prod(self.sizes[a] for a in c) for c in self.cliques)
+
+    def calibrate(self, potentials: Sequence[FloatArray]) -> list[FloatArray]:
+        """Return each clique's marginal (probabilities) of ``p ∝ exp(sum of potentials)``.
+
+        Two passes of sum-product belief propagation in log space.
+        """
+        up: dict[int, FloatArray] = {}
+        for node in reversed(self.order):
+            belief = potentials[node]
+            for child in self.children[node]:
+                belief = belief + self._expand(up[child], self.separator(child), node)
+            up[node] = self._sum_to(belief, node, self.separator(node))
+        beliefs: list[FloatArray] = [np.empty(0)] * len(self.cliques)
+        down: dict[int, FloatArray] = {}
+        for node in self.order:
+            belief = potentials[node]
+            if self.parent[node] is not None:
+                belief = belief + self._expand(down[node], self.separator(node), node)
+            children = self.children[node]
+            for child in children:
+                belief = belief + self._expand(up[child], self.separator(child), node)
+            for child in children:
+                sep = self.separator(child)
+                without = belief - self._expand(up[child], sep, node)
+                down[child] = self._sum_to(without, node, sep)
+            log_z = float(_lse(belief, tuple(range(belief.ndim))))
+            beliefs[node] = np.exp(belief - log_z)
+        return beliefs
+
+    def _expand(self, values: FloatArray, attrs: Clique, node: int) -> FloatArray:
+        target = self.cliques[node]
+        return values.reshape(_shape(attrs, target, self.sizes))
+
+    def _sum_to(self, values: FloatArray, node: int, keep: Clique) -> FloatArray:
+        attrs = self.cliques[node]
+        return _lse(values, tuple(i for i, a in enumerate(attrs) if a not in keep))
+
+
+@dataclass
+class Model:
+    """A fitted graphical model: clique marginals of a distribution, and the number of rows.
+
+    Attributes
+    ----------
+    tree : JunctionTree
+    marginals : list of ndarray
+        Each junction-tree clique's marginal distribution (probabilities, calibrated).
+    total : float
+        The estimated number of rows ``N``.
+    loss : float
+        The final value of the weighted squared loss.
+    iterations : int
+        Mirror-descent iterations run.
+    potentials : list of ndarray
+        The natural parameters (log-potentials) of each clique, for a warm start.
+    """
+
+    tree: JunctionTree
+    marginals: list[FloatArray]
+    total: float
+    loss: float = math.nan
+    iterations: int = 0
+    potentials: list[FloatArray] = field(default_factory=list)
+
+    @property
+    def cliques(self) -> list[Clique]:
+        """The junction tree's cliques."""
+        return self.tree.cliques
+
+    def marginal(self, attrs: Sequence[int]) -> FloatArray:
+        """Return the model's counts over ``attrs`` (sorted), flattened: ``N p(x_attrs)``.
+
+        Read from a clique containing them, else by variable elimination over the calibrated
+        tree (``p = prod_C mu_C / prod_S mu_S``).
+        """
+        clique = tuple(sorted(attrs))
+        at = self.tree.containing(clique)
+        if at is not None:
+            table = _project(self.marginals[at], self.tree.cliques[at], clique)
+        else:
+            table = self._eliminate(clique)
+        return np.asarray(table.reshape(-1) * self.total, dtype=np.float64)
+
+    def _eliminate(self, keep: Clique) -> FloatArray:
+        tree = self.tree
+        factors: list[tuple[Clique, FloatArray]] = []
+        for node, table in enumerate(self.marginals):
+            attrs = tree.cliques[node]
+            factors.append((attrs, np.log(np.maximum(table, _TINY))))
+            sep = tree.separator(node)
+            if tree.parent[node] is not None:
+                factors.append((sep, -np.log(np.maximum(_project(table, attrs, sep), _TINY))))
+        others = {a for attrs, _ in factors for a in attrs} - set(keep)
+        while others:
+            v = min(others, key=lambda u: _joined_cells(factors, u, tree.sizes))
+            involved = [f for f in factors if v in f[0]]
+            factors = [f for f in factors if v not in f[0]]
+            attrs = tuple(sorted({x for f in involved for x in f[0]}))
+            total = np.zeros(tuple(tree.sizes[a] for a in attrs))
+            for f_attrs, f_values in involved:
+                total = total + f_values.reshape(_shape(f_attrs, attrs, tree.sizes))
+            factors.append((tuple(a for a in attrs if a != v), _lse(total, (attrs.index(v),))))
+            others.discard(v)
+        result = np.zeros(tuple(tree.sizes[a] for a in keep))
+        for f_attrs, f_values in factors:
+            result = result + f_values.reshape(_shape(f_attrs, keep, tree.sizes))
+        result = np.exp(result - float(_lse(result, tuple(range(result.ndim)))))
+        return np.asarray(result, dtype=np.float64)
+
+    def sample(self, rows: int, source: RandomSource | None = None) -> NDArray[np.int64]:
+        """Draw ``rows`` synthetic rows (one column per attribute, values as indices).
+
+        Along the tree from its root: each clique's new attributes given the separator's values
+        already drawn, by systematic sampling in a random order of the rows (randomness from
+        :mod:`dpcurator.noise`; this is post-processing).
+        """
+        src = resolve_source(source)
+        tree = self.tree
+        out = np.zeros((rows, len(tree.sizes)), dtype=np.int64)
+        if rows == 0:
+            return out
+        for node in tree.order:
+            attrs = tree.cliques[node]
+            sep = tree.separator(node)
+            new = tuple(a for a in attrs if a not in sep)
+            if not new:
+                continue
+            table = self.marginals[node]
+            # Axes ordered (separator, new), flattened to (separator cells, new cells).
+            perm = [attrs.index(a) for a in (*sep, *new)]
+            joint = np.transpose(table, perm).reshape(
+                math.prod(tree.sizes[a] for a in sep), math.prod(tree.sizes[a] for a in new)
+            )
+            mass = joint.sum(axis=1, keepdims=True)
+            conditional = np.where(
+                mass > 0, joint / np.where(mass > 0, mass, 1.0), 1.0 / joint.shape[1]
+            )
+            group = (
+                np.ravel_multi_index(
+                    tuple(out[:, a] for a in sep), tuple(tree.sizes[a] for a in sep)
+                )
+                if sep
+                else np.zeros(rows, dtype=np.int64)
+            )
+            order = np.argsort(uniform_integers(2**62, rows, source=src), kind="stable")
+            order = order[np.argsort(group[order], kind="stable")]
+            sorted_groups = group[order]
+            starts = np.searchsorted(sorted_groups, sorted_groups, side="left")
+            ends = np.searchsorted(sorted_groups, sorted_groups, side="right")
+            rank = np.arange(rows) - starts
+            u = (rank + 0.5) / (ends - starts)
+            cdf = np.cumsum(conditional, axis=1)
+            cdf[:, -1] = 1.0
+            chosen = np.empty(rows, dtype=np.int64)
+            for g in np.unique(sorted_groups):
+                lo, hi = (
+                    int(np.searchsorted(sorted_groups, g)),
+                    int(np.searchsorted(sorted_groups, g, side="right")),
+                )
+                chosen[lo:hi] = np.searchsorted(cdf[g], u[lo:hi], side="right")
+            chosen = np.minimum(chosen, joint.shape[1] - 1)
+            values = np.unravel_index(chosen, tuple(tree.sizes[a] for a in new))
+            for a, v in zip(new, values, strict=True):
+                out[order, a] = v
+        return out
+
+
+def _joined_cells(
+    factors: Sequence[tuple[Clique, FloatArray]], v: int, sizes: Sequence[int]
+) -> float:
+    """Cells of the factor that eliminating ``v`` would build."""
+    joined = {a for attrs, _ in factors if v in attrs for a in attrs}
+    return float(math.prod(sizes[a] for a in joined))
+
+
+def _merged(measurements: Sequence[Marginal]) -> list[Marginal]:
+    """Return one measurement per clique: the inverse-variance weighted mean of its measurements.
+
+    ``sum_i |x - y_i|^2 / sigma_i^2 = |x - y|^2 / sigma^2 + const`` with ``1/sigma^2 = sum_i
+    1/sigma_i^2`` and ``y = sigma^2 sum_i y_i / sigma_i^2``: the loss is the same up to a constant.
+    """
+    groups: dict[Clique, list[Marginal]] = {}
+    for m in measurements:
+        groups.setdefault(m.clique, []).append(m)
+    out = []
+    for clique, group in groups.items():
+        if len(group) == 1:
+            out.append(group[0])
+            continue
+        weights = [1.0 / (m.sigma * m.sigma) for m in group]
+        values = sum(w * m.values for w, m in zip(weights, group, strict=True)) / sum(weights)
+        out.append(Marginal(clique, np.asarray(values, dtype=np.float64), sum(weights) ** -0.5))
+    return out
+
+
+def _total(measurements: Sequence[Marginal]) -> float:
+    """Return the inverse-variance weighted mean of the measurements' totals (at least 1)."""
+    weights = np.array([1.0 / (m.sigma**2 * m.values.size) for m in measurements])
+    totals = np.array([float(m.values.sum()) for m in measurements])
+    return max(1.0, float(weights @ totals / weights.sum()))
+
+
+def _initial(
+    tree: JunctionTree, measurements: Sequence[Marginal], homes: Sequence[int], total: float
+) -> list[FloatArray]:
+    """Start from the junction-tree factorisation ``prod mu_C / prod mu_S`` of the noisy data.
+
+    Each clique takes the log of its largest measured marginal (counts clipped at 1/2, as
+    frequencies), less its separator's log marginal: exact when the measured cliques are the
+    tree's and consistent, a good start otherwise (post-processing of the noisy marginals).
+    """
+    theta = [np.zeros(tuple(tree.sizes[a] for a in c)) for c in tree.cliques]
+    chosen: dict[int, Marginal] = {}
+    for m, home in zip(measurements, homes, strict=True):
+        if home not in chosen or len(m.clique) > len(chosen[home].clique):
+            chosen[home] = m
+    for home, m in chosen.items():
+        attrs = tree.cliques[home]
+        table = np.log(np.maximum(m.values, 0.5) / total).reshape(
+            tuple(tree.sizes[a] for a in m.clique)
+        )
+        theta[home] = theta[home] + table.reshape(_shape(m.clique, attrs, tree.sizes))
+        sep = tree.separator(home)
+        if sep and set(sep) <= set(m.clique):
+            counts = _project(
+                np.maximum(m.values, 0.5).reshape(tuple(tree.sizes[a] for a in m.clique)),
+                m.clique,
+                sep,
+            )
+            log_sep = np.log(counts / counts.sum())
+            theta[home] = theta[home] - log_sep.reshape(_shape(sep, attrs, tree.sizes))
+    return theta
+
+
+def fit_model(
+    sizes: Sequence[int],
+    measurements: Sequence[Marginal],
+    *,
+    iterations: int = 1000,
+    extra_cliques: Sequence[Clique] = (),
+    warm_start: Model | None = None,
+    deadline: float | None = None,
+    callback: Callable[[int, float], None] | None = None,
+) -> Model:
+    """Fit a graphical model to noisy marginals by mirror descent (see the module's docstring).
+
+    Parameters
+    ----------
+    sizes : sequence of int
+        The domain size of each attribute.
+    measurements : sequence of Marginal
+        The noisy marginals (at least one).
+    iterations : int, default 1000
+        Most mirror-descent steps.
+    extra_cliques : sequence of tuple of int
+        Further cliques the model must hold (none measured).
+    warm_start : Model, optional
+        A model whose potentials start the descent (cliques contained in the new tree's).
+    deadline : float, optional
+        A ``time.monotonic()`` value after which the descent stops.
+    callback : callable, optional
+        Called with ``(iteration, loss)`` after each step.
+
+    Returns
+    -------
+    Model
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> noisy = [Marginal((0,), np.array([60.0, 40.0]), 2.0),
+    ...          Marginal((0,), np.array([64.0, 36.0]), 4.0)]  # the first weighs 4 times more
+    >>> model = fit_model((2,), noisy, iterations=200)
+    >>> [round(float(v), 1) for v in model.marginal((0,))]
+    [60.8, 39.2]
+    """
+    if not measurements:
+        raise InvalidParameterError("measurements", [], "must hold at least one noisy marginal")
+    total = _total(measurements)
+    measurements = _merged(measurements)
+    tree = JunctionTree(sizes, [m.clique for m in measurements] + list(extra_cliques))
+    at = [tree.containing(m.clique) for m in measurements]
+    assert all(i is not None for i in at)
+    homes = [int(i) for i in at if i is not None]
+    shapes = [tuple(tree.sizes[a] for a in c) for c in tree.cliques]
+    theta = (
+        _initial(tree, measurements, homes, total)
+        if warm_start is None
+        else [np.zeros(s) for s in shapes]
+    )
+    if warm_start is not None:
+        for old_attrs, old in zip(warm_start.tree.cliques, warm_start.potentials, strict=True):
+            home = tree.containing(old_attrs)
+            if home is not None:
+                theta[home] = theta[home] + old.reshape(
+                    _shape(old_attrs, tree.cliques[home], tree.sizes)
+                )
+
+    def loss_and_gradient(mu: list[FloatArray]) -> tuple[float, list[FloatArray]]:
+        loss = 0.0
+        grad = [np.zeros(s) for s in shapes]
+        for m, home in zip(measurements, homes, strict=True):
+            attrs = tree.cliques[home]
+            est = _project(mu[home], attrs, m.clique).reshape(-1) * total
+            diff = (est - m.values) / m.sigma
+            loss += 0.5 * float(diff @ diff)
+            g = (diff / m.sigma).reshape(tuple(tree.sizes[a] for a in m.clique))
+            grad[home] = grad[home] + g.reshape(_shape(m.clique, attrs, tree.sizes))
+        return loss, grad
+
+    mu = tree.calibrate(theta)
+    loss, grad = loss_and_gradient(mu)
+    step = 1.0 / (total * max(1.0 / m.sigma**2 for m in measurements))
+    done = 0
+    for step_number in range(1, iterations + 1):
+        if deadline is not None and time.monotonic() > deadline:
+            break
+        step *= 1.5
+        accepted = False
+        for _ in range(_BACKTRACKS):
+            trial = [t - step * g for t, g in zip(theta, grad, strict=True)]
+            trial_mu = tree.calibrate(trial)
+            trial_loss, trial_grad = loss_and_gradient(trial_mu)
+            predicted = sum(
+                float(np.sum(g * (a - b)) * total)
+                for g, a, b in zip(grad, mu, trial_mu, strict=True)
+            )
+            if loss - trial_loss >= 0.5 * predicted:
+                accepted = True
+                break
+            step *= 0.5
+        if not accepted:  # no step decreases the loss beyond rounding: converged
+            break
+        theta, mu, loss, grad = trial, trial_mu, trial_loss, trial_grad
+        done = step_number
+        if callback is not None:
+            callback(done, loss)
+    return Model(tree, mu, total, loss, done, theta)
+
+
+def empty_model(sizes: Sequence[int], total: float) -> Model:
+    """Return the uniform model over the domain (no measurement)."""
+    tree = JunctionTree(sizes, [])
+    theta = [np.zeros(tuple(tree.sizes[a] for a in c)) for c in tree.cliques]
+    return Model(tree, tree.calibrate(theta), total, potentials=theta)

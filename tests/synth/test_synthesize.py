@@ -1,0 +1,322 @@
+"""Synthetic data (src/dpcurator/synth): privacy of the measurements, schema, ledger, refusals.
+
+Privacy: a marginal's exact counts are read by the curator's engine on two neighbouring tables
+(one with a household of 20 rows in one cell, one without it; at most 3 rows per household
+declared), then the measurement step (discrete Gaussian noise for the declared bound, the
+function :func:`synthesize` runs) is repeated with a seeded source; the Clopper-Pearson audit of
+``tests/privacy_check.py`` must not certify more than the (epsilon, delta) that the step's rho
+implies, and a negative control (the household's rows not bounded, noise still for 3 rows) must
+be caught.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterator
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from dpcurator.accounting import (
+    ApproxDPEvent,
+    Budget,
+    ZCDPEvent,
+    zcdp_to_epsilon,
+)
+from dpcurator.cli import app
+from dpcurator.curator import Column, Session, Table
+from dpcurator.errors import BudgetExceededError, InvalidParameterError, QueryError
+from dpcurator.noise import InsecureSeededSource
+from dpcurator.synth import METHODS, Marginal, fit_model, synthesize
+from dpcurator.synth._measure import MarginalQuery, attributes, sigma_for
+
+# The suite's Clopper-Pearson audit; imported by name so that mypy, run on this package, does not
+# type-check that shared helper (its lambdas are untyped).
+_check = importlib.import_module("tests.privacy_check")
+audit: Callable[..., Any] = _check.audit
+threshold_events: Callable[..., Any] = _check.threshold_events
+
+AGE_BINS = (0.0, 18.0, 40.0, 65.0, 100.0)
+
+
+def _people(households: int = 300, seed: int = 0) -> pd.DataFrame:
+    """Households of 1 to 3 people; age, sex and a smoker flag related to age."""
+    rng = np.random.default_rng(seed)  # the data, not noise
+    sizes = rng.integers(1, 4, households)
+    hh = np.repeat(np.arange(households), sizes)
+    age = rng.integers(0, 100, hh.size)
+    return pd.DataFrame(
+        {
+            "hh": hh,
+            "age": age,
+            "sex": rng.choice(["F", "M"], hh.size),
+            "smoker": np.where(age > 40, rng.random(hh.size) < 0.4, rng.random(hh.size) < 0.1),
+            "income": rng.uniform(0, 1000, hh.size),
+        }
+    )
+
+
+def _table(frame: pd.DataFrame, rows: int = 3) -> Table:
+    return Table(
+        "people",
+        frame,
+        privacy_unit="hh",
+        max_rows_per_unit=rows,
+        max_groups_per_unit=rows,
+        columns=(
+            Column("age", lower=0, upper=99, bins=AGE_BINS),
+            Column("sex", domain=("F", "M")),
+            Column("smoker", domain=(True, False)),
+            Column("income", lower=0, upper=1000),
+        ),
+    )
+
+
+def _session(frame: pd.DataFrame | None = None, budget: Budget | None = None, **kw: Any) -> Session:
+    table = _table(_people() if frame is None else frame)
+    return Session(
+        table,
+        budget or Budget(5.0, 1e-6),
+        ledger=":memory:",
+        source=InsecureSeededSource(7),
+        **kw,
+    )
+
+
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Every statement a DuckDB engine runs (to check that refusals read nothing)."""
+    from dpcurator.curator import DuckDBEngine
+
+    seen: list[str] = []
+    original = DuckDBEngine.run
+
+    def run(self: DuckDBEngine, statement: Any, table: str) -> Any:
+        seen.append(table)
+        return original(self, statement, table)
+
+    monkeypatch.setattr(DuckDBEngine, "run", run)
+    yield seen
+
+
+# -- privacy of the measurement step -------------------------------------------------------------
+N = 4000
+RHO = 0.125
+DELTA = 1e-3
+
+
+def _measurements(frame: pd.DataFrame, declared_rows: int, sigma: float, seed: int) -> np.ndarray:
+    """``N`` noisy counts of the cell ``sex = 'F'`` of the one-way marginal of ``sex``."""
+    table = _table(frame, rows=declared_rows)
+    with Session(table, Budget.unlimited(), ledger=":memory:") as session:
+        attrs = attributes(table, ["sex"])
+        query = MarginalQuery.build(session, table, attrs, (0,))
+        exact = query.exact(session, attrs)
+        noisy = query.noisy(np.tile(exact, N), sigma, InsecureSeededSource(seed))
+    return noisy.reshape(N, 2)[:, 0]
+
+
+@pytest.mark.statistical
+@pytest.mark.slow
+def test_measurement_is_private_for_a_household_of_several_rows() -> None:
+    people = _people()
+    heavy = pd.DataFrame(
+        {"hh": -1, "age": 30, "sex": "F", "smoker": False, "income": 1.0}, index=range(20)
+    )
+    with_unit = pd.concat([people, heavy], ignore_index=True)
+    table = _table(with_unit)
+    with Session(table, Budget.unlimited(), ledger=":memory:") as session:
+        query = MarginalQuery.build(session, table, attributes(table, ["sex"]), (0,))
+    assert (query.l1, query.l2sq) == (3, 9)  # three rows per household, all in one cell
+    sigma = sigma_for(query.l2sq, Fraction(RHO))
+    epsilon = zcdp_to_epsilon(RHO, DELTA)
+    samples = _measurements(with_unit, 3, sigma, 1), _measurements(people, 3, sigma, 2)
+    truth = float(np.median(samples[1]))
+    events = threshold_events(truth + d for d in np.arange(-10.0, 25.0, 2.0))
+    result = audit(*samples, events, alpha=1e-3, delta=DELTA)
+    assert result.epsilon_lower_bound <= epsilon, result
+    assert result.epsilon_lower_bound > 0.2, result  # the audit has power
+    # Negative control: the household's 20 rows counted (no bounding), noise still for 3 rows.
+    loose = _measurements(with_unit, 20, sigma, 3)
+    broken = audit(loose, samples[1], events, alpha=1e-3, delta=DELTA)
+    assert broken.epsilon_lower_bound > epsilon, broken
+
+
+# -- the synthetic table -------------------------------------------------------------------------
+@pytest.mark.parametrize("method", METHODS)
+def test_synthetic_table_honours_the_declared_schema(method: str) -> None:
+    with _session() as session:
+        synth = synthesize(session, epsilon=2.0, method=method, iterations=200)  # type: ignore[arg-type]
+    table = synth.table
+    assert list(table.columns) == ["age", "sex", "smoker"]  # declared order; income has no bins
+    assert set(table["sex"]) <= {"F", "M"}
+    assert set(table["smoker"]) <= {True, False}
+    assert table["age"].dtype.kind == "i"  # integer edges: integer values
+    assert table["age"].between(0, 99).all()
+    assert 500 < len(table) < 800  # the noisy count of about 600 people
+    assert synth.columns == ("age", "sex", "smoker")
+    # The error report: one row per measured marginal, noise from the mechanism.
+    measured = synth.errors[synth.errors["measured"]]
+    assert len(measured) == len(synth.measurements)
+    first = synth.measurements[0]
+    assert measured["noise_std"].iloc[0] == first.sigma
+    assert np.isclose(
+        measured["expected_noise_l1"].iloc[0], first.noisy.size * first.sigma * np.sqrt(2 / np.pi)
+    )
+    assert sum(m.rho for m in synth.measurements) <= synth.rho * (1 + 1e-12)
+
+
+def test_float_bins_give_floats_within_the_bins() -> None:
+    with _session() as session:
+        synth = synthesize(
+            session,
+            columns=["income", "sex"],
+            epsilon=1.0,
+            method="independent",
+            bins={"income": [0, 250.5, 1000]},
+        )
+    income = synth.table["income"]
+    assert income.dtype.kind == "f" and income.between(0, 1000).all()
+    assert synth.errors["marginal"].tolist()[:2] == ["income", "sex"]
+
+
+def test_aim_follows_a_workload_and_reports_it() -> None:
+    with _session() as session:
+        synth = synthesize(
+            session, epsilon=3.0, method="aim", workload=[["age", "smoker"]], iterations=200
+        )
+    assert "age x smoker" in synth.errors["marginal"].tolist()
+    assert synth.rounds >= 1
+    assert all(len(m.columns) <= 2 for m in synth.measurements)
+
+
+def test_the_model_recovers_consistent_marginals_of_a_tree() -> None:
+    rng = np.random.default_rng(3)  # the data
+    x = rng.integers(0, 3, (2000, 3))
+    x[:, 1] = (x[:, 0] + (rng.random(2000) < 0.2)) % 3
+
+    def counts(clique: tuple[int, ...]) -> np.ndarray:
+        flat = np.ravel_multi_index(tuple(x[:, a] for a in clique), (3,) * len(clique))
+        return np.bincount(flat, minlength=3 ** len(clique)).astype(float)
+
+    cliques = [(0,), (1,), (2,), (0, 1), (1, 2)]
+    model = fit_model((3, 3, 3), [Marginal(c, counts(c), 1.0) for c in cliques], iterations=50)
+    for c in [(0, 1), (1, 2), (0,)]:
+        assert np.abs(model.marginal(c) - counts(c)).max() < 1.0  # zeros are approached
+    rows = model.sample(2000, InsecureSeededSource(0))
+    flat = np.ravel_multi_index((rows[:, 0], rows[:, 1]), (3, 3))
+    assert np.abs(np.bincount(flat, minlength=9) - counts((0, 1))).max() <= 2  # systematic
+
+
+# -- budget and ledger ---------------------------------------------------------------------------
+def test_charged_once_to_a_zcdp_ledger() -> None:
+    with _session(accountant="zcdp") as session:
+        synth = synthesize(session, epsilon=1.0, delta=1e-6, method="mst", iterations=100)
+        entries = session.ledger.entries()
+        assert len(entries) == 1
+        assert entries[0].events == (ZCDPEvent(rho=synth.rho),)
+        assert entries[0].query.startswith("SYNTHESIZE mst FROM people (age, sex, smoker)")
+        assert synth.entry_id == entries[0].id
+        assert session.remaining.epsilon < 5.0
+        # A query afterwards is charged to the same ledger.
+        session.sql("SELECT sex, COUNT(*) FROM people GROUP BY sex", epsilon=0.5)
+        assert len(session.ledger.entries()) == 2
+
+
+def test_charged_as_epsilon_delta_to_a_basic_ledger() -> None:
+    with _session() as session:
+        synth = synthesize(session, epsilon=1.0, delta=1e-7, method="independent")
+        assert session.ledger.entries()[0].events == (ApproxDPEvent(epsilon=1.0, delta=1e-7),)
+        assert session.remaining == Budget(4.0, 1e-6 - 1e-7)
+        assert synth.charged == Budget(1.0, 1e-7)
+
+
+# -- refusals: before any read, nothing spent -----------------------------------------------------
+@pytest.mark.parametrize(
+    ("kwargs", "error", "words"),
+    [
+        ({"columns": ["nope"]}, QueryError, "not declared"),
+        ({"columns": ["income"]}, QueryError, "neither a public domain nor bins"),
+        ({"columns": ["hh", "sex"]}, QueryError, "privacy unit"),
+        ({"epsilon": 6.0}, BudgetExceededError, "budget"),
+        ({"delta": 0.0}, InvalidParameterError, "delta"),
+        ({"method": "gan"}, InvalidParameterError, "method"),
+        ({"workload": [["sex", "zzz"]]}, QueryError, "zzz"),
+    ],
+)
+def test_refusals_read_nothing_and_spend_nothing(
+    reads: list[str], kwargs: dict[str, Any], error: type[Exception], words: str
+) -> None:
+    with _session() as session:
+        arguments: dict[str, Any] = {"epsilon": 1.0, "method": "aim", **kwargs}
+        with pytest.raises(error, match=words):
+            synthesize(session, **arguments)
+        assert session.ledger.entries() == []
+        assert session.spent == Budget(0.0, 0.0)
+    assert reads == []
+
+
+def test_a_time_limit_stops_aim_early() -> None:
+    with _session() as session:
+        synth = synthesize(session, epsilon=1.0, method="aim", time_limit=1e-9)
+    assert synth.stopped_by_time_limit and synth.rounds == 0
+
+
+def test_progress_is_a_plain_line_when_not_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:
+    with _session() as session:
+        synthesize(session, epsilon=1.0, method="independent", progress=True)
+    err = capsys.readouterr().err
+    assert "synth: " in err and "100% of the budget spent; done" in err
+
+
+# -- the command line ----------------------------------------------------------------------------
+TOML = """\
+[table]
+name = "people"
+source = "people.csv"
+privacy_unit = "hh"
+max_rows_per_unit = 3
+max_groups_per_unit = 3
+
+[budget]
+epsilon = 2.0
+delta = 1e-6
+
+[columns.sex]
+domain = ["F", "M"]
+
+[columns.age]
+lower = 0
+upper = 99
+bins = [0, 18, 40, 65, 100]
+"""
+
+
+def test_cli_writes_the_table_and_charges_the_ledger(tmp_path: Path) -> None:
+    _people().to_csv(tmp_path / "people.csv", index=False)
+    (tmp_path / "people.toml").write_text(TOML)
+    out = tmp_path / "synth.parquet"
+    runner = CliRunner()
+    args = [
+        "synth",
+        "--table",
+        str(tmp_path / "people.toml"),
+        "--epsilon",
+        "1",
+        "--out",
+        str(out),
+        "--method",
+        "mst",
+    ]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    frame = pd.read_parquet(out)
+    assert list(frame.columns) == ["sex", "age"] and set(frame["sex"]) <= {"F", "M"}
+    assert "error per marginal" in result.output
+    again = runner.invoke(app, [*args[:4], "5", *args[5:]])  # over the budget left
+    assert again.exit_code == 2 and "budget" in again.output.lower()
