@@ -27,6 +27,7 @@ __all__ = ["Backend", "PostgresBackend", "SQLiteBackend", "StoreUnavailable", "o
 _BUSY_TIMEOUT_S = 60.0
 
 Row = tuple[Any, ...]
+Statement = tuple[str, Sequence[Any]]
 
 
 class StoreUnavailable(Exception):  # noqa: N818 - an internal signal, turned into a 503
@@ -41,6 +42,9 @@ class Backend(Protocol):
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         """Run one statement; return its rows (empty for statements without a result)."""
+
+    def execute_many(self, statements: Sequence[Statement]) -> list[list[Row]]:
+        """Run statements in order (one round trip where the database allows); their rows."""
 
     def begin(
         self, lock_table: str | None = None, *, durable: bool = True, read_only: bool = False
@@ -87,6 +91,10 @@ class SQLiteBackend:
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         """Run one statement."""
         return [tuple(row) for row in self._conn.execute(sql, tuple(params)).fetchall()]
+
+    def execute_many(self, statements: Sequence[Statement]) -> list[list[Row]]:
+        """Run statements in order (in process: no round trips to save)."""
+        return [self.execute(sql, params) for sql, params in statements]
 
     def begin(
         self, lock_table: str | None = None, *, durable: bool = True, read_only: bool = False
@@ -162,6 +170,20 @@ class PostgresBackend:
             self._drop()
             raise StoreUnavailable(str(exc)) from None
 
+    def execute_many(self, statements: Sequence[Statement]) -> list[list[Row]]:
+        """Run statements in order in one pipeline: one round trip for all of them."""
+        conn = self._connect()
+        try:
+            with conn.pipeline():
+                cursors = [conn.execute(sql.replace("?", "%s"), tuple(p)) for sql, p in statements]
+            return [
+                [tuple(row) for row in cursor.fetchall()] if cursor.description else []
+                for cursor in cursors
+            ]
+        except (self._psycopg.OperationalError, self._psycopg.InterfaceError) as exc:
+            self._drop()
+            raise StoreUnavailable(str(exc)) from None
+
     def _drop(self) -> None:
         if self._conn is not None:
             try:
@@ -172,15 +194,21 @@ class PostgresBackend:
     def begin(
         self, lock_table: str | None = None, *, durable: bool = True, read_only: bool = False
     ) -> None:
-        """``BEGIN``; with ``lock_table``, lock its global-budget row (``FOR UPDATE``)."""
-        self.execute("BEGIN")
+        """``BEGIN``; with ``lock_table``, lock its global-budget row (``FOR UPDATE``).
+
+        The statements go in one round trip.
+        """
+        statements: list[Statement] = [("BEGIN", ())]
         if not durable:
-            self.execute("SET LOCAL synchronous_commit = off")
+            statements.append(("SET LOCAL synchronous_commit = off", ()))
         if lock_table is not None:
-            self.execute(
-                "SELECT 1 FROM budgets WHERE analyst = '*' AND table_name = ? FOR UPDATE",
-                (lock_table,),
+            statements.append(
+                (
+                    "SELECT 1 FROM budgets WHERE analyst = '*' AND table_name = ? FOR UPDATE",
+                    (lock_table,),
+                )
             )
+        self.execute_many(statements)
 
     def commit(self) -> None:
         """``COMMIT``; raises :class:`StoreUnavailable` if its outcome is unknown."""

@@ -54,7 +54,7 @@ from dpcurator.client._errors import (
     StoreUnavailableError,
 )
 from dpcurator.errors import BudgetExceededError, InvalidParameterError
-from dpcurator.service._backends import Backend, Row, StoreUnavailable, open_backend
+from dpcurator.service._backends import Backend, Row, Statement, StoreUnavailable, open_backend
 from dpcurator.service._keys import IssuedKey, VerifiedKeys, hash_token, new_key, parse_key
 from dpcurator.service._records import (
     STEWARD,
@@ -103,6 +103,43 @@ _SCHEMA = (
 )
 
 T = TypeVar("T")
+
+
+_REPEATED = (
+    "SELECT id, table_name, query, epsilon, delta, charged_epsilon, charged_delta, answer FROM "
+    "charges WHERE analyst = ? AND request_id = ?"
+)
+_BUDGETS = (
+    "SELECT analyst, epsilon, delta FROM budgets WHERE table_name = ? AND analyst IN (?, '*')"
+)
+
+
+def _since(table: str, books: _Books) -> Statement:
+    """Return the statement reading the charges on ``table`` that ``books`` has not composed."""
+    return (
+        "SELECT id, analyst, events FROM charges WHERE table_name = ? AND id > ? ORDER BY id",
+        (table, books.last_id),
+    )
+
+
+def _repeated(
+    rows: Sequence[Row], request_id: str, *, table: str, query: str, epsilon: float, delta: float
+) -> tuple[int, Budget, str | None] | None:
+    """Return the earlier charge of a request id, ``(id, charged, answer)``, or None.
+
+    Raises
+    ------
+    BadRequestError
+        If the request id was used for another query.
+    """
+    if not rows:
+        return None
+    id_, table_name, old_query, eps, dlt, c_eps, c_dlt, answer = rows[0]
+    if (table_name, old_query, float(eps), float(dlt)) != (table, query, epsilon, delta):
+        raise BadRequestError(
+            f"request_id {request_id!r} was used before for another query; use a new one."
+        )
+    return int(id_), Budget(float(c_eps), float(c_dlt)), None if answer is None else str(answer)
 
 
 def _now() -> str:
@@ -484,14 +521,18 @@ class LedgerStore:
     # -- charges -------------------------------------------------------------------------------
     def _catch_up(self, db: Backend, table: str) -> _Books:
         """Compose the charges on ``table`` recorded since this process last looked."""
+        books = self._books_of(table)
+        return self._composed(books, db.execute(*_since(table, books)))
+
+    def _books_of(self, table: str) -> _Books:
         books = self._books.get(table)
         if books is None:
             books = _Books(0, make_accountant(self._accountant))
             self._books[table] = books
-        rows = db.execute(
-            "SELECT id, analyst, events FROM charges WHERE table_name = ? AND id > ? ORDER BY id",
-            (table, books.last_id),
-        )
+        return books
+
+    def _composed(self, books: _Books, rows: Sequence[Row]) -> _Books:
+        """Compose new charges (rows of :func:`_since`) into ``books``."""
         for id_, analyst, events in rows:
             event = combined([event_from_dict(e) for e in json.loads(str(events))])
             books.table.compose(event)
@@ -502,26 +543,30 @@ class LedgerStore:
             books.last_id = int(id_)
         return books
 
-    def _budgets(self, db: Backend, analyst: str, table: str) -> tuple[Budget, Budget]:
-        rows = db.execute(
-            "SELECT analyst, epsilon, delta FROM budgets WHERE table_name = ? AND analyst IN "
-            "(?, '*')",
-            (table, analyst),
+    def _filters(
+        self, db: Backend, analyst: str, table: str, *first: Statement
+    ) -> tuple[list[list[Row]], PrivacyFilter, PrivacyFilter]:
+        """Return the rows of ``first`` statements, then the analyst's and the table's filters.
+
+        ``first``, the budgets and the charges since this process last looked are read in one
+        round trip (a pipeline on PostgreSQL).
+        """
+        books = self._books_of(table)
+        *rows, budgets, since = db.execute_many(
+            [*first, (_BUDGETS, (table, analyst)), _since(table, books)]
         )
-        found = {str(a): Budget(float(e), float(d)) for a, e, d in rows}
+        found = {str(a): Budget(float(e), float(d)) for a, e, d in budgets}
         if TABLE_SCOPE not in found or analyst not in found:
             raise PermissionDeniedError(
                 f"Table {table!r} is not one you may query (no budget of yours on it)."
             )
-        return found[analyst], found[TABLE_SCOPE]
-
-    def _filters(
-        self, db: Backend, analyst: str, table: str
-    ) -> tuple[PrivacyFilter, PrivacyFilter]:
-        mine, whole = self._budgets(db, analyst, table)
-        books = self._catch_up(db, table)
+        self._composed(books, since)
         own = books.analysts.get(analyst, make_accountant(self._accountant))
-        return PrivacyFilter(mine, own.copy()), PrivacyFilter(whole, books.table.copy())
+        return (
+            rows,
+            PrivacyFilter(found[analyst], own.copy()),
+            PrivacyFilter(found[TABLE_SCOPE], books.table.copy()),
+        )
 
     def check(self, analyst: str, table: str, events: Sequence[PrivacyEvent]) -> Charge:
         """Return what charging ``events`` would charge and leave; refuse as :meth:`charge` would.
@@ -531,7 +576,7 @@ class LedgerStore:
         event = combined(events)
 
         def work(db: Backend) -> Charge:
-            own, whole = self._filters(db, analyst, table)
+            _, own, whole = self._filters(db, analyst, table)
             return self._try(own, whole, event, 0)
 
         return self._read(work)
@@ -587,12 +632,17 @@ class LedgerStore:
         events_json = json.dumps([event_to_dict(e) for e in events], allow_nan=False)
 
         def work(db: Backend) -> Charge:
-            found = self._repeated(
-                db, analyst, table, request_id=request_id, query=query, epsilon=epsilon, delta=delta
+            (earlier,), own, whole = self._filters(
+                db, analyst, table, (_REPEATED, (analyst, request_id))
+            )
+            found = _repeated(
+                earlier, request_id, table=table, query=query, epsilon=epsilon, delta=delta
             )
             if found is not None:
-                return found
-            own, whole = self._filters(db, analyst, table)
+                id_, charged, answer = found
+                return Charge(
+                    id_, charged, own.spent, own.remaining, whole.remaining, answer, repeated=True
+                )
             trial = self._try(own, whole, event, 0)
             rows = db.execute(
                 "INSERT INTO charges (time, analyst, table_name, request_id, query, epsilon, "
@@ -617,47 +667,12 @@ class LedgerStore:
 
         return self._run(work, lock_table=table)
 
-    def _repeated(
-        self,
-        db: Backend,
-        analyst: str,
-        table: str,
-        *,
-        request_id: str,
-        query: str,
-        epsilon: float,
-        delta: float,
-    ) -> Charge | None:
-        rows = db.execute(
-            "SELECT id, table_name, query, epsilon, delta, charged_epsilon, charged_delta, "
-            "answer FROM charges WHERE analyst = ? AND request_id = ?",
-            (analyst, request_id),
-        )
-        if not rows:
-            return None
-        id_, table_name, old_query, eps, dlt, c_eps, c_dlt, answer = rows[0]
-        if (table_name, old_query, float(eps), float(dlt)) != (table, query, epsilon, delta):
-            raise BadRequestError(
-                f"request_id {request_id!r} was used before for another query; use a new one."
-            )
-        own, whole = self._filters(db, analyst, table)
-        return Charge(
-            int(id_),
-            Budget(float(c_eps), float(c_dlt)),
-            own.spent,
-            own.remaining,
-            whole.remaining,
-            answer=None if answer is None else str(answer),
-            repeated=True,
-        )
-
     def store_answer(self, charge_id: int, answer: str) -> str:
         """Store a charge's answer durably, unless one is stored; return the stored one.
 
         The answer that is sent is always the stored one: two computations for one charge
         (a repeated request racing the first) release one answer.
         """
-
         stored = self._one(
             "UPDATE charges SET answered = COALESCE(answered, ?), answer = COALESCE(answer, ?) "
             "WHERE id = ? RETURNING answer",
