@@ -276,12 +276,16 @@ def run_dpcurator(
     from dpcurator.learn import DPLogisticRegression
     from dpcurator.noise import InsecureSeededSource
 
+    # The label sets are public (documented with each dataset): declared, not read from y.
+    classes = np.unique(np.concatenate([data["y_train"], data["y_test"]]))
+
     def fit(X: np.ndarray, y: np.ndarray, eps: float, params: dict[str, Any], seed: int) -> Any:
         model = DPLogisticRegression(
             epsilon=eps,
             delta=delta,
             method=method,
             neighbours=neighbours,
+            classes=classes,
             source=InsecureSeededSource(seed),
             **params,
         )

@@ -33,9 +33,9 @@ def _good_and_bad() -> list[Any]:
     # The good candidate learns the sign of x_0 (about 97% accuracy at epsilon 20); the bad one
     # has so little budget that its model is noise (about 50%).
     return [
-        DPLogisticRegression(epsilon=1e-4, alpha=0.01),
-        DPLogisticRegression(epsilon=20.0, alpha=0.01),
-        DPLogisticRegression(epsilon=1e-4, alpha=0.1),
+        DPLogisticRegression(classes=[0, 1], epsilon=1e-4, alpha=0.01),
+        DPLogisticRegression(classes=[0, 1], epsilon=20.0, alpha=0.01),
+        DPLogisticRegression(classes=[0, 1], epsilon=1e-4, alpha=0.1),
     ]
 
 
@@ -71,9 +71,9 @@ def test_selection_negative_control_at_tiny_epsilon() -> None:
 def test_disjoint_strategy_is_parallel_composition() -> None:
     X, y = _data()
     candidates = [
-        DPLogisticRegression(epsilon=0.5),
-        DPLinearSVC(epsilon=0.8, delta=1e-6),
-        DPLogisticRegression(epsilon=0.3, method="output"),
+        DPLogisticRegression(classes=[0, 1], epsilon=0.5),
+        DPLinearSVC(classes=[0, 1], epsilon=0.8, delta=1e-6),
+        DPLogisticRegression(classes=[0, 1], epsilon=0.3, method="output"),
     ]
     selector = DPModelSelector(candidates, epsilon=0.6, source=InsecureSeededSource(1)).fit(X, y)
     assert selector.budget_ == Budget(0.8, 1e-6)
@@ -86,7 +86,10 @@ def test_disjoint_strategy_is_parallel_composition() -> None:
 
 def test_shared_strategy_and_refit_compose() -> None:
     X, y = _data()
-    candidates = [DPLogisticRegression(epsilon=0.5), DPLogisticRegression(epsilon=0.25)]
+    candidates = [
+        DPLogisticRegression(classes=[0, 1], epsilon=0.5),
+        DPLogisticRegression(classes=[0, 1], epsilon=0.25),
+    ]
     shared = DPModelSelector(
         candidates, epsilon=0.3, strategy="shared", source=InsecureSeededSource(2)
     ).fit(X, y)
@@ -124,28 +127,30 @@ def test_regressor_selection_uses_declared_label_bounds() -> None:
 def test_selection_bad_input() -> None:
     X, y = _data(60)
     with pytest.raises(InvalidParameterError) as info:
-        DPModelSelector([DPLogisticRegression()], epsilon=0.0).fit(X, y)
+        DPModelSelector([DPLogisticRegression(classes=[0, 1])], epsilon=0.0).fit(X, y)
     assert info.value.name == "epsilon"
     with pytest.raises(InvalidParameterError) as info:
         DPModelSelector([], epsilon=1.0).fit(X, y)
     assert info.value.name == "estimators"
     with pytest.raises(InvalidParameterError) as info:
-        DPModelSelector([DPLogisticRegression()], mechanism="gumbel").fit(X, y)
+        DPModelSelector([DPLogisticRegression(classes=[0, 1])], mechanism="gumbel").fit(X, y)
     assert info.value.name == "mechanism"
     with pytest.raises(InvalidParameterError) as info:
-        DPModelSelector([DPLogisticRegression()], strategy="all").fit(X, y)
+        DPModelSelector([DPLogisticRegression(classes=[0, 1])], strategy="all").fit(X, y)
     assert info.value.name == "strategy"
     with pytest.raises(InvalidParameterError) as info:
-        DPModelSelector([DPLogisticRegression()], validation_fraction=1.5).fit(X, y)
+        DPModelSelector([DPLogisticRegression(classes=[0, 1])], validation_fraction=1.5).fit(X, y)
     assert info.value.name == "validation_fraction"
     with pytest.raises(InvalidParameterError) as info:
-        DPModelSelector([DPLogisticRegression(), DPLinearRegression(label_bounds=(0, 1))]).fit(X, y)
+        DPModelSelector(
+            [DPLogisticRegression(classes=[0, 1]), DPLinearRegression(label_bounds=(0, 1))]
+        ).fit(X, y)
     assert info.value.name == "estimators"
     with pytest.raises(InvalidParameterError) as info:
-        DPModelSelector([DPLogisticRegression()]).fit(X, y[:-1])
+        DPModelSelector([DPLogisticRegression(classes=[0, 1])]).fit(X, y[:-1])
     assert info.value.name == "y"
     with pytest.raises(InvalidParameterError) as info:
-        DPModelSelector([DPLogisticRegression()] * 40).fit(X, y)
+        DPModelSelector([DPLogisticRegression(classes=[0, 1])] * 40).fit(X, y)
     assert info.value.name == "X"
 
 

@@ -283,19 +283,20 @@ def demo(
         Path, typer.Option(help="Folder for the database, declaration, ledger and plot.")
     ] = _DEMO_OUT,
     quick: Annotated[bool, typer.Option("--quick", help="Fewer simulation repeats.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Run the curator demo: private SQL over real CPS tax units, a budget, the ledger, a plot."""
     from dpcurator.cli._demo import run_demo  # noqa: PLC0415
 
-    run_demo(console, out, quick=quick)
+    run_demo(console, out, quick=quick, as_json=as_json)
 
 
 @app.command()
-def tour() -> None:
+def tour(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
     """Run the tour: secure noise, randomized response, Laplace, accounting, budgets."""
     from dpcurator.cli._tour import run_tour  # noqa: PLC0415
 
-    run_tour(console)
+    run_tour(console, as_json=as_json)
 
 
 def main() -> None:

@@ -15,20 +15,26 @@ releases, and plots the observed mean absolute error with the error the releases
 their standard deviations (``DIR/error_vs_epsilon.png``).
 
 Every privacy-protecting draw comes from the secure default source; nothing here is seeded.
+
+``run_demo(..., as_json=True)`` prints nothing but one JSON object at the end
+(:func:`demo_summary`: the files, every answered release in full as ``dpcurator query --json``
+prints it, the refusals' whole messages, the budget spent and left, the simulation's errors).
 """
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
@@ -37,7 +43,14 @@ from rich.syntax import Syntax
 from rich.table import Table as RichTable
 
 from dpcurator.accounting import Budget
-from dpcurator.cli._query import budget_text, print_ledger, print_release
+from dpcurator.cli._query import (
+    _budget_dict,
+    _strict,
+    budget_text,
+    print_ledger,
+    print_release,
+    release_dict,
+)
 from dpcurator.errors import BudgetExceededError, QueryError
 
 if TYPE_CHECKING:
@@ -56,6 +69,7 @@ __all__ = [
     "ErrorPoint",
     "cps_declaration",
     "declaration_toml",
+    "demo_summary",
     "run_demo",
     "simulate_errors",
     "write_plot",
@@ -424,6 +438,9 @@ class DemoResult:
         The simulation's errors.
     seconds : float
         Wall-clock time.
+    releases : list of dict
+        Every answered question: ``{"question": ..., "release": ...}``, the release as
+        ``dpcurator query --json`` prints it.
     """
 
     out: Path
@@ -437,6 +454,36 @@ class DemoResult:
     remaining: Budget = field(default_factory=lambda: Budget(0.0))
     points: list[ErrorPoint] = field(default_factory=list)
     seconds: float = 0.0
+    releases: list[dict[str, Any]] = field(default_factory=list)
+
+
+def demo_summary(result: DemoResult) -> dict[str, Any]:
+    """Return what ``demo --json`` prints: a JSON-ready summary of a demo run (NaN: None).
+
+    Examples
+    --------
+    >>> summary = demo_summary(DemoResult(Path("d"), Path("d/a"), Path("d/b"), Path("d/c")))
+    >>> summary["answered"], summary["budget"], summary["plot"]
+    (0, {'epsilon': 2.0, 'delta': 1e-06}, None)
+    """
+    summary: dict[str, Any] = _strict(
+        {
+            "out": str(result.out),
+            "database": str(result.database),
+            "declaration": str(result.declaration),
+            "ledger": str(result.ledger),
+            "plot": None if result.plot is None else str(result.plot),
+            "budget": _budget_dict(BUDGET),
+            "answered": result.answered,
+            "releases": result.releases,
+            "refusals": list(result.refusals),
+            "spent": _budget_dict(result.spent),
+            "remaining": _budget_dict(result.remaining),
+            "simulation": [asdict(point) for point in result.points],
+            "seconds": result.seconds,
+        }
+    )
+    return summary
 
 
 def _load(console: Console, database: Path) -> pd.DataFrame:
@@ -585,6 +632,7 @@ def _questions(console: Console, session: Session, result: DemoResult) -> None:
         else:
             release = session.sql(sql, epsilon=epsilon)
         result.answered += 1
+        result.releases.append({"question": title, "release": release_dict(release)})
         print_release(console, release, budget=session.budget)
 
 
@@ -617,6 +665,9 @@ def _refusals(console: Console, session: Session, result: DemoResult) -> None:
             )
             break
         result.answered += 1
+        result.releases.append(
+            {"question": "A repeated question", "release": release_dict(release)}
+        )
         row = release.table.iloc[0]
         console.print(
             f"  answer {row['snap_units']:,.0f} ± {row['snap_units_std']:.1f}; "
@@ -689,7 +740,9 @@ def _simulate(
         )
 
 
-def run_demo(console: Console, out: Path = DEFAULT_OUT, *, quick: bool = False) -> DemoResult:
+def run_demo(
+    console: Console, out: Path = DEFAULT_OUT, *, quick: bool = False, as_json: bool = False
+) -> DemoResult:
     """Run the curator demo, printing to ``console`` and writing into ``out``.
 
     Writes ``out/cps.duckdb`` (the data), ``out/cps.toml`` (its declaration, with the budget),
@@ -705,6 +758,9 @@ def run_demo(console: Console, out: Path = DEFAULT_OUT, *, quick: bool = False) 
         The output folder (created if missing).
     quick : bool, default False
         Fewer epsilons and repeats in the simulation (for tests).
+    as_json : bool, default False
+        Print nothing to ``console``; print :func:`demo_summary` as one JSON object on stdout
+        at the end.
 
     Returns
     -------
@@ -712,6 +768,8 @@ def run_demo(console: Console, out: Path = DEFAULT_OUT, *, quick: bool = False) 
     """
     from dpcurator.curator import Ledger, Session, read_declaration  # noqa: PLC0415
 
+    if as_json:
+        console = Console(file=io.StringIO())
     start = time.perf_counter()
     out.mkdir(parents=True, exist_ok=True)
     result = DemoResult(
@@ -753,4 +811,6 @@ def run_demo(console: Console, out: Path = DEFAULT_OUT, *, quick: bool = False) 
         "Declare your own table like examples/cps.toml. "
         f"Demo done in {result.seconds:.0f} s."
     )
+    if as_json:
+        typer.echo(json.dumps(demo_summary(result), allow_nan=False))
     return result

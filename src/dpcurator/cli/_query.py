@@ -4,7 +4,8 @@
 state"`` opens a :class:`~dpcurator.curator.Session` on the TOML declaration and answers the
 query with differential privacy. It prints the released table (each value with its standard
 deviation and 95 % interval), how the query's budget was split over its noisy measurements, what
-it was charged and what is left; ``--json`` prints the same as JSON. ``--explain`` shows the plan
+it was charged and what is left; ``--json`` prints the same as JSON (budgets to 12 significant
+digits, :func:`budget_number`: ``1.786``, not ``1.7859999999999998``). ``--explain`` shows the plan
 (the measurements, their noise, the bounded SQL the engine would run) and whether the ledger would
 answer it, reading no data and spending nothing.
 
@@ -45,6 +46,8 @@ if TYPE_CHECKING:  # the curator (DuckDB, pandas, sqlglot) is imported when a co
     from dpcurator.curator import Ledger, LedgerEntry, Measurement, QueryRelease
 
 __all__ = [
+    "BUDGET_DIGITS",
+    "budget_number",
     "budget_text",
     "ledger",
     "ledger_path_for",
@@ -52,6 +55,7 @@ __all__ = [
     "print_ledger",
     "print_release",
     "query",
+    "release_dict",
     "split_table",
 ]
 
@@ -145,11 +149,69 @@ def print_release(out: Console, release: QueryRelease, *, budget: Budget | None 
     )
 
 
+BUDGET_DIGITS = 12
+"""Significant digits of the budgets that ``--json`` prints (see :func:`budget_number`)."""
+
+
+def budget_number(value: float) -> float | None:
+    """Round a budget amount to :data:`BUDGET_DIGITS` significant digits, for ``--json``.
+
+    Budgets are decimals people type (``--epsilon 0.214``) but are added and subtracted as
+    binary floats, and the ledger rounds what is left down to a float: ``2 - 0.214`` leaves
+    ``1.7859999999999998``, three sums of ``0.1`` make ``0.30000000000000004``. Those last
+    digits are float error, not budget, so ``--json`` prints every epsilon and delta of a
+    budget (charged, spent, remaining, the declared budget, the split) rounded to 12
+    significant digits and written shortest (``1.786``, ``0.3``): off by less than one part in
+    10**12 from the ledger's floats. Decisions are not taken on these: whether a release fits
+    is decided on the ledger's exact amounts, so a request for exactly the printed remaining
+    may be refused by that difference. Noisy answers and events are printed unrounded.
+    Infinite budgets are ``None``.
+
+    Examples
+    --------
+    >>> budget_number(2.0 - 0.214), budget_number(0.1 + 0.1 + 0.1), budget_number(1e-6)
+    (1.786, 0.3, 1e-06)
+    >>> budget_number(0.16666666666666666), budget_number(float("inf")) is None
+    (0.166666666667, True)
+    """
+    if not math.isfinite(value):
+        return None
+    return float(f"{value:.{BUDGET_DIGITS}g}")
+
+
 def _budget_dict(budget: Budget) -> dict[str, float | None]:
-    return {
-        "epsilon": budget.epsilon if math.isfinite(budget.epsilon) else None,
-        "delta": budget.delta,
-    }
+    """``{"epsilon", "delta"}`` rounded as :func:`budget_number` says (inf: None)."""
+    return {"epsilon": budget_number(budget.epsilon), "delta": budget_number(budget.delta)}
+
+
+def release_dict(release: QueryRelease) -> dict[str, Any]:
+    """``release.to_dict()`` with its budgets and its split's epsilons as :func:`budget_number`.
+
+    Examples
+    --------
+    >>> from dpcurator.accounting import Budget
+    >>> _budget_dict(Budget(2.0 - 0.214, 0.0))  # what it does to each budget
+    {'epsilon': 1.786, 'delta': 0.0}
+    """
+    payload = release.to_dict()
+    for key, budget in (
+        ("charged", release.charged),
+        ("spent", release.spent),
+        ("remaining", release.remaining),
+    ):
+        payload[key] = _budget_dict(budget)
+    payload["split"] = [
+        {
+            **row,
+            **{
+                name: budget_number(float(row[name]))
+                for name in ("epsilon", "delta")
+                if isinstance(row.get(name), float | int)
+            },
+        }
+        for row in payload["split"]
+    ]
+    return payload
 
 
 def _strict(value: Any) -> Any:
@@ -356,7 +418,7 @@ def query(  # noqa: PLR0917 (typer commands take their options as parameters)
         _fail(exc, as_json)
         return
     if as_json:
-        payload = release.to_dict()
+        payload = release_dict(release)
         payload["budget"] = _budget_dict(budget)
         payload["ledger"] = used
         typer.echo(json.dumps(_strict(payload), allow_nan=False))

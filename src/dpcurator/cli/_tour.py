@@ -1,14 +1,22 @@
-"""``dpcurator demo``: a tour of the foundation (secure noise, mechanisms, accounting, budgets).
+"""``dpcurator tour``: a tour of the foundation (secure noise, mechanisms, accounting, budgets).
 
 Every privacy-protecting draw here comes from the secure default source. The only seeded
 randomness is the synthetic survey population of the randomized-response section (simulated
 respondents, not privacy noise), drawn through :class:`~dpcurator.noise.InsecureSeededSource` so
 the tour shows the same population every time.
+
+``run_tour(console, as_json=True)`` prints, instead of the panels and tables, one JSON object
+with every number they show, whole (:func:`run_tour` returns the same dictionary).
 """
 
 from __future__ import annotations
 
+import io
+import json
+from typing import Any
+
 import numpy as np
+import typer
 from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
@@ -36,7 +44,7 @@ from dpcurator.noise import InsecureSeededSource, uniform_integers
 __all__ = ["run_tour"]
 
 
-def _randomized_response(console: Console) -> None:
+def _randomized_response(console: Console) -> dict[str, Any]:
     n, true_rate = 10_000, 0.30
     # Simulated respondents (not privacy noise): a fixed synthetic population.
     population = uniform_integers(100, n, source=InsecureSeededSource(2013)) < 100 * true_rate
@@ -56,16 +64,35 @@ def _randomized_response(console: Console) -> None:
             title="1. Randomized response",
         )
     )
+    return {
+        "respondents": n,
+        "epsilon_per_report": release.event.epsilon,  # type: ignore[attr-defined]
+        "true_rate": float(population.mean()),
+        "estimate": estimate.estimate,
+        "std": estimate.std,
+        "interval_95": [lo, hi],
+        "posterior_after_yes": posterior_probability(0.02, 0.75, 0.25),
+    }
 
 
-def _laplace(console: Console) -> None:
+def _laplace(console: Console) -> list[dict[str, Any]]:
     table = Table(title="2. A count of 4,213 people, released with Laplace noise (lecture 003)")
     for column in ("epsilon", "noise scale", "released", "std", "95% interval"):
         table.add_column(column, justify="right")
+    rows = []
     for epsilon in (0.1, 0.5, 1.0):
         release = laplace_mechanism(4213.0, epsilon=epsilon, sensitivity=1.0)
         assert release.error is not None
         lo, hi = release.confidence_interval(0.95)
+        rows.append(
+            {
+                "epsilon": epsilon,
+                "scale": 1.0 / epsilon,
+                "released": float(release.value),
+                "std": release.error.std,
+                "interval_95": [lo, hi],
+            }
+        )
         table.add_row(
             f"{epsilon:g}",
             f"{1.0 / epsilon:g}",
@@ -79,9 +106,10 @@ def _laplace(console: Console) -> None:
         "CSPRNG:\n   no floating-point noise, so Mironov's attack on textbook Laplace finds "
         "nothing to exploit.\n"
     )
+    return rows
 
 
-def _accounting(console: Console) -> None:
+def _accounting(console: Console) -> dict[str, Any]:
     delta = 1e-6
     names = ("basic", "advanced", "optimal", "zcdp", "rdp", "pld")
     table = Table(
@@ -90,6 +118,7 @@ def _accounting(console: Console) -> None:
     table.add_column("k", justify="right")
     for name in names:
         table.add_column(name, justify="right")
+    composed: list[dict[str, Any]] = []
     for k in (10, 100, 1000):
         row = [f"{k:,}"]
         values = []
@@ -98,6 +127,7 @@ def _accounting(console: Console) -> None:
                 make_accountant(name).compose(LaplaceEvent(scale=10.0), count=k).get_epsilon(delta)
             )
             values.append(eps)
+        composed.append({"k": k, "epsilon": dict(zip(names, values, strict=True))})
         best = min(values)
         row += [f"[bold green]{v:.3f}[/]" if v == best else f"{v:.3f}" for v in values]
         table.add_row(*row)
@@ -108,34 +138,47 @@ def _accounting(console: Console) -> None:
     sgd.add_column("steps", justify="right")
     for name in ("zcdp", "rdp", "pld"):
         sgd.add_column(name, justify="right")
+    sgd_rows: list[dict[str, Any]] = []
     for steps in (1_000, 10_000):
         cells = []
+        epsilons: dict[str, float | None] = {}
         for name in ("zcdp", "rdp", "pld"):
             try:
                 eps = make_accountant(name).compose(step, count=steps).get_epsilon(1e-5)
                 cells.append(f"{eps:.3f}")
+                epsilons[name] = eps
             except UnsupportedEventError:
                 cells.append("—")
+                epsilons[name] = None  # the accountant cannot account this event
         sgd.add_row(f"{steps:,}", *cells)
+        sgd_rows.append({"steps": steps, "epsilon": epsilons})
     console.print(sgd)
+    return {
+        "laplace_queries": {"epsilon_each": 0.1, "delta": delta, "rows": composed},
+        "dpsgd": {"sampling_rate": 0.01, "noise_multiplier": 1.0, "delta": 1e-5, "rows": sgd_rows},
+    }
 
 
-def _budgets(console: Console) -> None:
+def _budgets(console: Console) -> dict[str, Any]:
     budget = PrivacyFilter(Budget(epsilon=1.0), accountant="basic")
     lines = []
+    queries: list[dict[str, Any]] = []
     for i in range(1, 6):
         release_event = LaplaceEvent(scale=1 / 0.3)
         try:
             left = budget.spend(release_event)
         except BudgetExceededError as exc:
             lines.append(f"query {i} (epsilon 0.3): [red]refused[/] - {exc}")
+            queries.append({"query": i, "epsilon": 0.3, "answered": False, "refusal": str(exc)})
             break
         lines.append(f"query {i} (epsilon 0.3): answered, {left.epsilon:.1f} left")
+        queries.append({"query": i, "epsilon": 0.3, "answered": True, "left": left.epsilon})
     lines.append(f"spent: epsilon {budget.spent.epsilon:.1f}; the refused query spent nothing.")
     console.print(Panel.fit("\n".join(lines), title="4. Budgets are filters"))
+    return {"budget": 1.0, "queries": queries, "spent": budget.spent.epsilon}
 
 
-def _calibration(console: Console) -> None:
+def _calibration(console: Console) -> dict[str, Any]:
     eps, delta = 0.5, 1e-5
     classic = gaussian_sigma_classic(eps, delta)
     analytic = gaussian_sigma_analytic(eps, delta)
@@ -151,17 +194,39 @@ def _calibration(console: Console) -> None:
             title="5. Calibration: how much noise for a target epsilon",
         )
     )
+    return {
+        "epsilon": eps,
+        "delta": delta,
+        "sigma_classic": classic,
+        "sigma_analytic": analytic,
+        "dpsgd_noise_multiplier": z,
+    }
 
 
-def run_tour(console: Console) -> None:
-    """Print the tour to ``console``."""
-    console.rule("[bold]dpcurator: a tour of the foundation")
-    _randomized_response(console)
-    _laplace(console)
-    _accounting(console)
-    _budgets(console)
-    _calibration(console)
+def run_tour(console: Console, *, as_json: bool = False) -> dict[str, Any]:
+    """Print the tour to ``console`` (``as_json``: one JSON object on stdout instead).
+
+    Returns
+    -------
+    dict
+        Every number the tour shows, by section: ``randomized_response``, ``laplace``,
+        ``accounting``, ``budgets``, ``calibration``; JSON-ready (an accountant that cannot
+        account an event is ``None``).
+    """
+    out = Console(file=io.StringIO()) if as_json else console
+    out.rule("[bold]dpcurator: a tour of the foundation")
+    summary = {
+        "randomized_response": _randomized_response(out),
+        "laplace": _laplace(out),
+        "accounting": _accounting(out),
+        "budgets": _budgets(out),
+        "calibration": _calibration(out),
+    }
+    if as_json:
+        typer.echo(json.dumps(summary, allow_nan=False))
+        return summary
     console.print(
         "Try the calculator: dpcurator epsilon --noise-multiplier 1.0 --sampling-rate 0.01 "
         "--steps 1000 --delta 1e-5"
     )
+    return summary

@@ -54,7 +54,8 @@ Examples
 >>> X = np.array([[9.0, 1.0], [1.0, 9.0]] * 200)
 >>> y = np.array([1, 0] * 200)
 >>> model = make_pipeline(BoundedScaler(lower=0, upper=10),
-...                       DPLogisticRegression(epsilon=1.0, source=InsecureSeededSource(0)))
+...                       DPLogisticRegression(epsilon=1.0, classes=[0, 1],
+...                                            source=InsecureSeededSource(0)))
 >>> model.fit(X, y).predict([[10.0, 0.0]])
 array([1])
 """

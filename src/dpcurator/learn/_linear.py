@@ -33,8 +33,12 @@ Guarantee
 
 Not private
     ``n_features_in_``, and ``classes_`` unless the classes are declared (``classes=``): by
-    default the set of labels present is read from the data without noise. Refitting draws new
-    noise and spends the budget again.
+    default the set of labels present is read from the data without noise, and a
+    :class:`~dpcurator.errors.PrivacyWarning` says so. Refitting draws new noise and spends the
+    budget again: the second and later fits of one estimator or of its clones (one per fold in
+    ``cross_val_score``, one per fold and candidate in ``GridSearchCV``) warn a
+    :class:`~dpcurator.errors.PrivacyWarning` (:class:`~dpcurator.learn._inputs.FitLedgerMixin`);
+    :class:`~dpcurator.learn.DPModelSelector` chooses hyper-parameters privately.
 
 Examples
 --------
@@ -42,7 +46,8 @@ Examples
 >>> from dpcurator.noise import InsecureSeededSource
 >>> X = np.array([[0.9, 0.1], [0.8, 0.3], [0.1, 0.9], [0.2, 0.7]] * 50)
 >>> y = np.array([1, 1, 0, 0] * 50)
->>> model = DPLogisticRegression(epsilon=1.0, source=InsecureSeededSource(0)).fit(X, y)
+>>> model = DPLogisticRegression(epsilon=1.0, classes=[0, 1], source=InsecureSeededSource(0))
+>>> model = model.fit(X, y)
 >>> model.predict([[1.0, 0.0], [0.0, 1.0]])
 array([1, 0])
 """
@@ -67,11 +72,13 @@ from dpcurator.learn._erm import output_perturbation
 from dpcurator.learn._erm_noise import NEIGHBOURS, Neighbours, Noise
 from dpcurator.learn._gradient import gradient_perturbation
 from dpcurator.learn._inputs import (
+    FitLedgerMixin,
     check_choice,
     check_flag,
     describe,
     validate_features,
     validate_labels,
+    warn_classes_from_data,
 )
 from dpcurator.learn._losses import (
     ERMLoss,
@@ -98,7 +105,7 @@ def _store_parameters(estimator: BaseEstimator, parameters: dict[str, Any]) -> N
             setattr(estimator, name, value)
 
 
-class _DPLinearModel(BaseEstimator):  # type: ignore[misc, unused-ignore]
+class _DPLinearModel(FitLedgerMixin, BaseEstimator):  # type: ignore[misc, unused-ignore]
     """Shared fitting logic (parameters are declared by each public class)."""
 
     epsilon: float
@@ -237,6 +244,7 @@ class _DPLinearClassifier(ClassifierMixin, _DPLinearModel):  # type: ignore[misc
         else:
             targets = np.where(encoded[:, None] == np.arange(k), 1.0, -1.0)
         self._release(array, targets, lambda _mu: loss)
+        self._count_fit(self.budget_)
         return self
 
     def _encode(self, labels: NDArray[Any]) -> tuple[NDArray[Any], NDArray[np.intp]]:
@@ -246,6 +254,7 @@ class _DPLinearClassifier(ClassifierMixin, _DPLinearModel):  # type: ignore[misc
                 raise InvalidParameterError(
                     "y", describe(labels), "must hold at least 2 classes (only one class found)"
                 )
+            warn_classes_from_data(self)
             return classes, encoded.astype(np.intp)
         classes = np.unique(np.asarray(self.classes))
         if classes.ndim != 1 or classes.size < 2:
@@ -357,7 +366,7 @@ class DPLogisticRegression(_DPLinearClassifier):
     classes : array_like, optional
         The declared class labels. By default the labels present in ``y`` are used, which is
         not private: a class present in one dataset and absent from a neighbour changes the
-        model's shape. Declare them when their presence may be sensitive.
+        model's shape, and a :class:`~dpcurator.errors.PrivacyWarning` says so. Declare them.
     source : RandomSource, optional
         Randomness; ``None`` (default) is the process-wide secure source. Pass
         ``InsecureSeededSource(seed)`` only for reproducible tests and simulations (a clone
@@ -385,7 +394,8 @@ class DPLogisticRegression(_DPLinearClassifier):
     >>> from dpcurator.noise import InsecureSeededSource
     >>> X = np.array([[0.9, 0.1], [0.1, 0.9]] * 200)
     >>> y = np.array(["spam", "ham"] * 200)
-    >>> model = DPLogisticRegression(epsilon=0.5, source=InsecureSeededSource(1)).fit(X, y)
+    >>> model = DPLogisticRegression(epsilon=0.5, classes=["ham", "spam"],
+    ...                              source=InsecureSeededSource(1)).fit(X, y)
     >>> model.predict([[1.0, 0.0]]), model.budget_
     (array(['spam'], dtype='<U4'), Budget(epsilon=0.5, delta=0.0))
     """
@@ -483,7 +493,7 @@ class DPLinearSVC(_DPLinearClassifier):
     >>> from dpcurator.noise import InsecureSeededSource
     >>> X = np.array([[0.9, 0.1], [0.1, 0.9]] * 200)
     >>> y = np.array([1, 0] * 200)
-    >>> svm = DPLinearSVC(epsilon=1.0, source=InsecureSeededSource(2)).fit(X, y)
+    >>> svm = DPLinearSVC(epsilon=1.0, classes=[0, 1], source=InsecureSeededSource(2)).fit(X, y)
     >>> svm.predict([[1.0, 0.0], [0.0, 1.0]])
     array([1, 0])
     """
@@ -623,6 +633,7 @@ class DPLinearRegression(RegressorMixin, _DPLinearModel):  # type: ignore[misc, 
         self._release(array, (np.clip(values, low, high) - middle)[:, None], loss_for)
         self.coef_ = self.coef_[0]
         self.intercept_ = float(self.intercept_[0]) + middle
+        self._count_fit(self.budget_)
         return self
 
     def predict(self, X: ArrayLike) -> NDArray[np.float64]:

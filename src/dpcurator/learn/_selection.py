@@ -25,6 +25,11 @@ Guarantee (replace-one neighbours, ``n`` public)
 
 Only the chosen index is released, never the scores (publishing them would cost more).
 
+Warnings: a :class:`~dpcurator.errors.PrivacyWarning` when a classifier candidate has no
+declared ``classes=`` (its labels would be read from its part of the rows), and when the
+selector itself, or a clone of it, is fitted again (``cross_val_score``, ``GridSearchCV``).
+Its own fits of the candidates are accounted in ``budget_`` and do not warn.
+
 Examples
 --------
 >>> import numpy as np
@@ -32,7 +37,7 @@ Examples
 >>> from dpcurator.noise import InsecureSeededSource
 >>> X = np.array([[0.9, 0.1], [0.1, 0.9]] * 300)
 >>> y = np.array([1, 0] * 300)
->>> candidates = [DPLogisticRegression(alpha=a) for a in (0.001, 0.01, 0.1)]
+>>> candidates = [DPLogisticRegression(alpha=a, classes=[0, 1]) for a in (0.001, 0.01, 0.1)]
 >>> selector = DPModelSelector(candidates, epsilon=1.0, source=InsecureSeededSource(0))
 >>> selector.fit(X, y).budget_
 Budget(epsilon=1.0, delta=0.0)
@@ -40,6 +45,7 @@ Budget(epsilon=1.0, delta=0.0)
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -57,9 +63,16 @@ from dpcurator.accounting import (
     PureDPEvent,
     parallel_composition,
 )
-from dpcurator.errors import InvalidParameterError
+from dpcurator.errors import InvalidParameterError, PrivacyWarning
 from dpcurator.learn._bounds import check_bounds_pair, check_matrix
-from dpcurator.learn._inputs import check_choice, check_flag, validate_labels, with_source
+from dpcurator.learn._inputs import (
+    FitLedgerMixin,
+    check_choice,
+    check_flag,
+    internal_fits,
+    validate_labels,
+    with_source,
+)
 from dpcurator.mechanisms import exponential_mechanism, report_noisy_max
 from dpcurator.noise import RandomSource, resolve_source, uniform_integers
 
@@ -105,7 +118,7 @@ def _budget_of(model: object, index: int) -> Budget:
     return budget
 
 
-class DPModelSelector(BaseEstimator):  # type: ignore[misc, unused-ignore]
+class DPModelSelector(FitLedgerMixin, BaseEstimator):  # type: ignore[misc, unused-ignore]
     r"""Choose among DP candidate estimators with a private validation score.
 
     Parameters
@@ -148,7 +161,8 @@ class DPModelSelector(BaseEstimator):  # type: ignore[misc, unused-ignore]
     >>> from dpcurator.noise import InsecureSeededSource
     >>> X = np.array([[0.9, 0.1], [0.1, 0.9]] * 300)
     >>> y = np.array([1, 0] * 300)
-    >>> selector = DPModelSelector([DPLogisticRegression(), DPLinearSVC()], epsilon=2.0,
+    >>> candidates = [DPLogisticRegression(classes=[0, 1]), DPLinearSVC(classes=[0, 1])]
+    >>> selector = DPModelSelector(candidates, epsilon=2.0,
     ...                            source=InsecureSeededSource(3)).fit(X, y)
     >>> selector.best_index_ in (0, 1), selector.predict([[1.0, 0.0]])
     (True, array([1]))
@@ -198,6 +212,22 @@ class DPModelSelector(BaseEstimator):  # type: ignore[misc, unused-ignore]
             )
         return out
 
+    @staticmethod
+    def _warn_undeclared_classes(candidates: list[Any]) -> None:
+        undeclared = [
+            f"estimators[{i}]"
+            for i, model in enumerate(candidates)
+            if model.get_params().get("classes", "") is None
+        ]
+        if undeclared:
+            warnings.warn(
+                f"{', '.join(undeclared)} read their class labels from y: the set of labels "
+                "present is not private. Declare every label that may occur on each "
+                "candidate, e.g. DPLogisticRegression(classes=[0, 1]).",
+                PrivacyWarning,
+                stacklevel=3,
+            )
+
     def _fraction(self, m: int) -> float:
         if self.validation_fraction is None:
             return 1.0 / (m + 1) if self.strategy == "disjoint" else 0.2
@@ -239,6 +269,8 @@ class DPModelSelector(BaseEstimator):  # type: ignore[misc, unused-ignore]
         classifier = is_classifier(candidates[0])
         if not classifier:
             check_bounds_pair(self.label_bounds, "label_bounds")
+        else:
+            self._warn_undeclared_classes(candidates)
         array = check_matrix(X)
         labels = validate_labels(y, array.shape[0])
         n = array.shape[0]
@@ -257,7 +289,8 @@ class DPModelSelector(BaseEstimator):  # type: ignore[misc, unused-ignore]
         budgets = []
         for i, model in enumerate(candidates):
             rows = chunks[i] if self.strategy == "disjoint" else chunks[0]
-            model.fit(array[rows], labels[rows])
+            with internal_fits():  # accounted below, in budget_
+                model.fit(array[rows], labels[rows])
             budgets.append(_budget_of(model, i))
             scores[i] = self._scores(model, array[valid], labels[valid], classifier)
         if self.mechanism == "report_noisy_max":
@@ -282,7 +315,8 @@ class DPModelSelector(BaseEstimator):  # type: ignore[misc, unused-ignore]
         budget = Budget(max(spent.epsilon, eps), spent.delta)
         best = candidates[index]
         if self.refit:
-            best = with_source(self.estimators[index], self.source).fit(array, labels)
+            with internal_fits():
+                best = with_source(self.estimators[index], self.source).fit(array, labels)
             again = _budget_of(best, index)
             event = ComposedEvent((event, _event_of(again)))
             budget = budget + again
@@ -291,6 +325,7 @@ class DPModelSelector(BaseEstimator):  # type: ignore[misc, unused-ignore]
         self.privacy_event_ = event
         self.budget_ = budget
         self.n_features_in_ = array.shape[1]
+        self._count_fit(budget)
         return self
 
     def _fitted(self) -> Any:
