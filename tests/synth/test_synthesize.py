@@ -12,6 +12,7 @@ be caught.
 from __future__ import annotations
 
 import importlib
+import json
 from collections.abc import Callable, Iterator
 from fractions import Fraction
 from pathlib import Path
@@ -320,3 +321,17 @@ def test_cli_writes_the_table_and_charges_the_ledger(tmp_path: Path) -> None:
     assert "error per marginal" in result.output
     again = runner.invoke(app, [*args[:4], "5", *args[5:]])  # over the budget left
     assert again.exit_code == 2 and "budget" in again.output.lower()
+
+
+def test_cli_json_reports_the_release_and_refusals(tmp_path: Path) -> None:
+    _people().to_csv(tmp_path / "people.csv", index=False)
+    (tmp_path / "people.toml").write_text(TOML)
+    out = tmp_path / "synth.csv"
+    base = ["synth", "--table", str(tmp_path / "people.toml"), "--out", str(out), "--json"]
+    result = CliRunner().invoke(app, [*base, "--epsilon", "1", "--method", "independent"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.output)
+    assert payload["rows"] == len(pd.read_csv(out)) and payload["method"] == "independent"
+    assert payload["errors"] and payload["charged"]["epsilon"] > 0
+    refused = CliRunner().invoke(app, [*base, "--epsilon", "5"])  # over the budget left
+    assert refused.exit_code == 2 and "budget" in json.loads(refused.output)["error"].lower()

@@ -23,6 +23,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from dpcurator.cli._progress import Steps
 from dpcurator.errors import DPError
 
 __all__ = ["power", "transit"]
@@ -72,15 +73,18 @@ def power(  # noqa: PLR0917 (typer commands take their options as parameters)
     from dpcurator.networks import compare_power, load_case  # noqa: PLC0415
 
     try:
-        data = load_case(case)
-        row = compare_power(
-            data,
-            epsilon=epsilon,
-            alpha=alpha,
-            cost_share=cost_share,
-            beta=beta,
-            source=_source(seed),
-        )
+        with Steps("power", 2, console=console, show=not as_json) as steps:
+            data = load_case(case)
+            steps.done(f"{case} loaded")
+            row = compare_power(
+                data,
+                epsilon=epsilon,
+                alpha=alpha,
+                cost_share=cost_share,
+                beta=beta,
+                source=_source(seed),
+            )
+            steps.done("loads released, OPF solved on each release")
     except DPError as exc:
         raise _refuse(exc) from None
     if as_json:
@@ -159,10 +163,13 @@ def transit(  # noqa: PLR0917 (typer commands take their options as parameters)
     from dpcurator.networks import compare_transit, load_flights_od  # noqa: PLC0415
 
     try:
-        data = load_flights_od(months)
-        row = compare_transit(
-            data, epsilon=epsilon, cost_share=cost_share, beta=beta, source=_source(seed)
-        )
+        with Steps("transit", 2, console=console, show=not as_json) as steps:
+            data = load_flights_od(months)
+            steps.done(f"{months} month(s) of counts loaded")
+            row = compare_transit(
+                data, epsilon=epsilon, cost_share=cost_share, beta=beta, source=_source(seed)
+            )
+            steps.done("counts released, plan solved")
     except DPError as exc:
         raise _refuse(exc) from None
     if as_json:

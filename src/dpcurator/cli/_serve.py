@@ -13,6 +13,7 @@ TLS: give ``--ssl-certfile`` and ``--ssl-keyfile`` (uvicorn's own TLS), or keep 
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Annotated, Any
@@ -21,6 +22,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from dpcurator.cli._progress import Steps
 from dpcurator.errors import DPError, InvalidParameterError
 
 __all__ = ["DEMO_OUT", "dashboard_screenshot", "demo_service", "remote_query", "serve"]
@@ -214,6 +216,7 @@ def demo_service(
     out: Annotated[Path, typer.Option(help="Folder for the config, ledger, screenshot.")] = (
         DEMO_OUT
     ),
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Run the service end to end on the bundled CPS data.
 
@@ -238,7 +241,7 @@ def demo_service(
         wrap,
     )
 
-    out_console = Console()
+    out_console = Console(quiet=as_json)
     config = load_config(_demo_files(out))
     curator = ServiceCurator(config)
     keys = {name: curator.store.issue_key(name, actor="demo").text for name in ("alice", "bob")}
@@ -259,31 +262,54 @@ def demo_service(
     port = server.servers[0].sockets[0].getsockname()[1]
     url = f"http://127.0.0.1:{port}"
     out_console.rule(f"[bold]steward[/]: serving cps on {url}; keys issued to alice and bob")
+    summary: dict[str, Any] = {"url": url, "analysts": sorted(keys)}
     try:
-        _demo_analysts(out_console, url, keys, print_release, Client)
-        out_console.rule("[bold]steward[/]: the ledger")
-        for row in curator.store.history():
-            out_console.print(
-                f"#{row.id} {row.analyst:6} ε={row.charged.epsilon:<5g} {escape(row.query)}"
-            )
-        for refusal in curator.store.refusals():
-            out_console.print(f"[red]refused[/] {refusal.analyst}: {escape(refusal.reason)}")
-        shot = out / "dashboard.png"
-        try:
-            dashboard_screenshot(url, steward, shot)
-            out_console.print(f"dashboard screenshot: {shot}")
-        except DPError as exc:
-            out_console.print(f"[yellow]no screenshot:[/] {exc}")
+        with Steps("demo-service", 3, console=Console(stderr=True), show=not as_json) as steps:
+            summary.update(_demo_analysts(out_console, url, keys, print_release, Client))
+            steps.done("the analysts' tables, explain, queries and refusal")
+            out_console.rule("[bold]steward[/]: the ledger")
+            summary["ledger"] = []
+            for row in curator.store.history():
+                out_console.print(
+                    f"#{row.id} {row.analyst:6} ε={row.charged.epsilon:<5g} {escape(row.query)}"
+                )
+                summary["ledger"].append(
+                    {
+                        "id": row.id,
+                        "analyst": row.analyst,
+                        "query": row.query,
+                        "charged_epsilon": row.charged.epsilon,
+                    }
+                )
+            summary["refusals"] = []
+            for refusal in curator.store.refusals():
+                out_console.print(f"[red]refused[/] {refusal.analyst}: {escape(refusal.reason)}")
+                summary["refusals"].append({"analyst": refusal.analyst, "reason": refusal.reason})
+            steps.done("the steward's ledger")
+            shot = out / "dashboard.png"
+            try:
+                dashboard_screenshot(url, steward, shot)
+                out_console.print(f"dashboard screenshot: {shot}")
+                summary["screenshot"] = str(shot)
+            except DPError as exc:
+                out_console.print(f"[yellow]no screenshot:[/] {exc}")
+                summary["screenshot"] = None
+            steps.done("the dashboard's screenshot")
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+    if as_json:
+        typer.echo(json.dumps(summary, allow_nan=False, default=str))
 
 
 def _demo_analysts(
     out: Console, url: str, keys: dict[str, str], print_release: Any, client_class: Any
-) -> None:
-    """Play the analysts: tables, explain, queries, a dummy table, a refusal."""
+) -> dict[str, Any]:
+    """Play the analysts: tables, explain, queries, a dummy table, a refusal; what they got."""
+    from dpcurator.client._wire import release_to_dict  # noqa: PLC0415
+
     clients = {name: client_class(url, key) for name, key in keys.items()}
+    got: dict[str, Any] = {"answers": [], "budgets": {}}
     try:
         tables = clients["alice"].tables()
         out.rule("[bold]alice[/]: tables and their public metadata")
@@ -295,15 +321,25 @@ def _demo_analysts(
         )
         out.print("dummy rows (from metadata only):")
         out.print(clients["bob"].dummy("cps", rows=3).to_string())
+        got["tables"] = [t["name"] for t in tables]
+        got["explain"] = plan
         for name, sql, epsilon in _DEMO_QUERIES:
             out.rule(f"[bold]{name}[/]: {escape(sql)} at ε={epsilon}")
+            asked: dict[str, Any] = {"analyst": name, "query": sql, "epsilon": epsilon}
             try:
-                print_release(out, clients[name].sql(sql, epsilon=epsilon))
+                release = clients[name].sql(sql, epsilon=epsilon)
+                print_release(out, release)
+                asked["release"] = release_to_dict(release)
             except DPError as exc:
                 out.print(f"[red]refused ({type(exc).__name__}):[/] {escape(str(exc))}")
+                asked["refused"] = {"type": type(exc).__name__, "message": str(exc)}
+            got["answers"].append(asked)
         for name, client in clients.items():
             left = client.budget()["tables"][0]["remaining"]["epsilon"]
-            out.print(f"{name}: {len(client.history())} answers, ε left {left:g}")
+            answers = len(client.history())
+            out.print(f"{name}: {answers} answers, ε left {left:g}")
+            got["budgets"][name] = {"answers": answers, "epsilon_left": left}
     finally:
         for client in clients.values():
             client.close()
+    return got

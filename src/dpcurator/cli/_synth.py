@@ -10,6 +10,7 @@ ledger, like a query; a refusal prints the reason, exits with status 2 and spend
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 from typing import Annotated
@@ -24,6 +25,17 @@ from dpcurator.errors import DPError, InvalidParameterError
 __all__ = ["synth"]
 
 console = Console(stderr=True)
+
+
+def _fail(exc: Exception, as_json: bool) -> None:
+    """Print the reason of a refusal (or JSON ``{"error", "type"}``) and exit with status 2."""
+    from dpcurator.cli._suggest import with_suggestion  # noqa: PLC0415
+
+    if as_json:
+        typer.echo(json.dumps({"error": with_suggestion(exc), "type": type(exc).__name__}))
+    else:
+        console.print(f"[red]error:[/] {escape(with_suggestion(exc))}")
+    raise typer.Exit(code=2)
 
 
 def synth(  # noqa: PLR0917 (typer commands take their options as parameters)
@@ -51,6 +63,7 @@ def synth(  # noqa: PLR0917 (typer commands take their options as parameters)
     rows: Annotated[int | None, typer.Option(help="Rows to draw (default: the noisy total).")] = (
         None
     ),
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Release a differentially private synthetic table of a declared table (AIM, MST).
 
@@ -74,16 +87,44 @@ def synth(  # noqa: PLR0917 (typer commands take their options as parameters)
                 workload=workload,
                 rows=rows,
                 time_limit=time_limit,
-                progress=True,
+                progress=not as_json,
             )
             used = session.ledger.path
     except (DPError, OSError, sqlite3.Error) as exc:
-        console.print(f"[red]error:[/] {escape(str(exc))}")
-        raise typer.Exit(code=2) from None
+        _fail(exc, as_json)
+        return
     if out.suffix.lower() == ".csv":
         result.table.to_csv(out, index=False)
     else:
         result.table.to_parquet(out, index=False)
+    if as_json:
+        errors = result.errors[result.errors["measured"]]
+        payload = {
+            "out": str(out),
+            "rows": len(result.table),
+            "columns": list(result.columns),
+            "method": result.method,
+            "stopped_by_time_limit": bool(result.stopped_by_time_limit),
+            "rho": result.rho,
+            "epsilon": result.epsilon,
+            "delta": result.delta,
+            "charged": {"epsilon": result.charged.epsilon, "delta": result.charged.delta},
+            "remaining": {"epsilon": result.remaining.epsilon, "delta": result.remaining.delta},
+            "ledger": used,
+            "entry_id": result.entry_id,
+            "errors": [
+                {
+                    "marginal": str(row.marginal),
+                    "cells": int(row.cells),
+                    "noise_std": float(row.noise_std),
+                    "expected_noise_l1": float(row.expected_noise_l1),
+                    "synthetic_vs_noisy_l1": float(row.synthetic_vs_noisy_l1),
+                }
+                for row in errors.itertuples()
+            ],
+        }
+        typer.echo(json.dumps(payload, allow_nan=False))
+        return
     report = Table(title="error per marginal (noise: from the mechanism)", title_justify="left")
     for name in ("marginal", "cells", "noise std", "expected noise L1", "synthetic vs noisy L1"):
         report.add_column(name, justify="left" if name == "marginal" else "right")
