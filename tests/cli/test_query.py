@@ -414,6 +414,8 @@ def test_a_zcdp_declaration_answers_rho_queries_with_gaussian_noise(people: Path
     (split,) = answered["split"]
     assert split["mechanism"] == "discrete gaussian" and "zCDP" in split["why"]
     assert _entries(people.parent / "zcdp.sqlite") == [count]
+    unexplained = _json([*args, "--explain", "--rho", "0.01", count], code=2)
+    assert "--epsilon" in unexplained["error"]
     people.write_text(TOML + '\n[session]\nnoise = "normal"\n')
     assert "session.noise" in _json([*args, "--epsilon", "0.1", count], code=2)["error"]
 

@@ -400,6 +400,10 @@ def query(  # noqa: PLR0917 (typer commands take their options as parameters)
                 delta=delta,
                 as_json=as_json,
             )
+        if explain and rho is not None:
+            raise InvalidParameterError(
+                "--rho", rho, "cannot be explained yet: explain the query with --epsilon"
+            )
         if explain:
             if epsilon is None and not as_json:
                 console.print("[dim]no --epsilon given: planned at a nominal epsilon of 1[/]")

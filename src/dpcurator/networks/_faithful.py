@@ -306,14 +306,12 @@ class LinearProblem:
         z = np.concatenate([np.asarray(data, float), np.asarray(decisions, float)])
         return float(self.cost @ z + self.constant)
 
-    def solve(self, data: ArrayLike) -> ProblemSolution:
-        """Solve the LP for fixed data with HiGHS (:func:`scipy.optimize.linprog`)."""
-        d = _vector(data, self.n_data, "data", 0.0)
+    def _decisions_lp(self, d: NDArray[np.float64]) -> Any:
+        """Solve the decisions' LP at data ``d`` with HiGHS; return scipy's result."""
         k = self.n_data
-        c_x = self.cost[k:]
         eq_x, ub_x = self.A_eq[:, k:], self.A_ub[:, k:]
-        result = linprog(
-            c_x,
+        return linprog(
+            self.cost[k:],
             A_ub=ub_x if ub_x.shape[0] else None,
             b_ub=self.b_ub - self.A_ub[:, :k] @ d if ub_x.shape[0] else None,
             A_eq=eq_x if eq_x.shape[0] else None,
@@ -321,6 +319,12 @@ class LinearProblem:
             bounds=np.column_stack([self.lower, self.upper]),
             method="highs",
         )
+
+    def solve(self, data: ArrayLike) -> ProblemSolution:
+        """Solve the LP for fixed data with HiGHS (:func:`scipy.optimize.linprog`)."""
+        d = _vector(data, self.n_data, "data", 0.0)
+        k = self.n_data
+        result = self._decisions_lp(d)
         if result.status != 0:
             return ProblemSolution(False, float("nan"), np.empty(0), str(result.message))
         value = float(result.fun + self.cost[:k] @ d + self.constant)
@@ -360,15 +364,7 @@ class LinearProblem:
         k = self.n_data
         c_x = self.cost[k:]
         eq_x, ub_x = self.A_eq[:, k:], self.A_ub[:, k:]
-        result = linprog(
-            c_x,
-            A_ub=ub_x if ub_x.shape[0] else None,
-            b_ub=self.b_ub - self.A_ub[:, :k] @ d if ub_x.shape[0] else None,
-            A_eq=eq_x if eq_x.shape[0] else None,
-            b_eq=self.b_eq - self.A_eq[:, :k] @ d if eq_x.shape[0] else None,
-            bounds=np.column_stack([self.lower, self.upper]),
-            method="highs",
-        )
+        result = self._decisions_lp(d)
         if result.status != 0:
             raise InfeasibleConstraintsError(
                 f"the downstream problem has no optimum at these data ({result.message}); "
