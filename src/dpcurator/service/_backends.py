@@ -17,12 +17,21 @@ durable (``synchronous_commit`` is on by default, and the store does not turn it
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 from dpcurator.errors import MissingDependencyError
 
-__all__ = ["Backend", "PostgresBackend", "SQLiteBackend", "StoreUnavailable", "open_backend"]
+__all__ = [
+    "Backend",
+    "BackendPool",
+    "PostgresBackend",
+    "SQLiteBackend",
+    "StoreUnavailable",
+    "open_backend",
+]
 
 _BUSY_TIMEOUT_S = 60.0
 
@@ -233,3 +242,64 @@ def open_backend(ledger: str) -> SQLiteBackend | PostgresBackend:
     if ledger.startswith(("postgresql://", "postgres://")):
         return PostgresBackend(ledger)
     return SQLiteBackend(ledger)
+
+
+class BackendPool:
+    """Up to ``size`` connections to one ledger, each used by one thread at a time.
+
+    A thread takes a connection for one transaction (or one statement) and gives it back, so
+    that transactions of different requests overlap: while one waits for its commit to reach
+    the disk, another reads or commits on its own connection (PostgreSQL then flushes several
+    commits together). Charges to one table are still decided one after another by the
+    database's lock (:meth:`Backend.begin`), not by the pool.
+
+    Parameters
+    ----------
+    ledger : str
+        A SQLite file path or a ``postgresql://`` URL.
+    size : int or None
+        The most connections open at once (> 0); None: ``defaults[kind]``. The first is opened
+        now, so that a ledger that cannot be opened fails here; the others when first needed.
+    defaults : mapping of str to int
+        The size by kind of database (``"sqlite"``, ``"postgresql"``) when ``size`` is None.
+    """
+
+    def __init__(self, ledger: str, size: int | None, defaults: Mapping[str, int]) -> None:
+        self.ledger = ledger
+        first = open_backend(ledger)
+        self.kind = first.kind
+        self.size = defaults[first.kind] if size is None else size
+        self._slots = threading.BoundedSemaphore(self.size)
+        self._lock = threading.Lock()
+        self._free: list[Backend] = [first]
+        self._closed = False
+
+    @contextmanager
+    def connection(self) -> Iterator[Backend]:
+        """Hold one connection for the length of a ``with`` block (waits while all are taken)."""
+        with self._slots:
+            with self._lock:
+                if self._closed:
+                    raise RuntimeError("The ledger store is closed.")  # a bug of the caller's
+                backend = self._free.pop() if self._free else None
+            if backend is None:
+                backend = open_backend(self.ledger)
+            try:
+                yield backend
+            finally:
+                self._give_back(backend)
+
+    def _give_back(self, backend: Backend) -> None:
+        with self._lock:
+            if self._closed:
+                backend.close()
+            else:
+                self._free.append(backend)
+
+    def close(self) -> None:
+        """Close every connection (those in use close when given back)."""
+        with self._lock:
+            self._closed = True
+            idle, self._free = self._free, []
+        for backend in idle:
+            backend.close()

@@ -22,6 +22,7 @@ The sessions' sessions never expose noiseless SQL: the service calls only ``plan
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import threading
@@ -145,14 +146,19 @@ def table_metadata(table: Table) -> dict[str, Any]:
     }
 
 
-def _tables_in(query: str) -> set[str] | None:
-    """Return the table names a query reads (CTE names aside); None if it does not parse."""
+@functools.lru_cache(maxsize=1024)
+def _tables_in(query: str) -> frozenset[str] | None:
+    """Return the table names a query reads (CTE names aside); None if it does not parse.
+
+    Remembered by query text (it depends on nothing else): analysts repeat their queries, and
+    parsing is a good part of a request's work.
+    """
     try:
         tree = sqlglot.parse_one(query, read="duckdb")
     except (sqlglot.errors.SqlglotError, ValueError, RecursionError):
         return None
     ctes = {cte.alias for cte in tree.find_all(exp.CTE)}
-    return {t.name for t in tree.find_all(exp.Table)} - ctes
+    return frozenset(t.name for t in tree.find_all(exp.Table)) - ctes
 
 
 class ServiceCurator:

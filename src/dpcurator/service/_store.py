@@ -54,7 +54,7 @@ from dpcurator.client._errors import (
     StoreUnavailableError,
 )
 from dpcurator.errors import BudgetExceededError, InvalidParameterError
-from dpcurator.service._backends import Backend, Row, Statement, StoreUnavailable, open_backend
+from dpcurator.service._backends import Backend, BackendPool, Row, Statement, StoreUnavailable
 from dpcurator.service._keys import IssuedKey, VerifiedKeys, hash_token, new_key, parse_key
 from dpcurator.service._records import (
     STEWARD,
@@ -77,6 +77,14 @@ __all__ = [
     "Refusal",
     "combined",
 ]
+
+CONNECTIONS = {"sqlite": 1, "postgresql": 4}
+"""Connections a store keeps to its database by default, by kind.
+
+PostgreSQL: transactions of several requests overlap (and their commits are flushed together).
+SQLite: one, because its writers take one lock for the whole file and wait for it by sleeping
+(in steps of up to 100 ms), which a lock in the process does better.
+"""
 
 TABLE_SCOPE = "*"
 """The ``analyst`` of a table's global budget row."""
@@ -188,24 +196,26 @@ class LedgerStore:
     >>> store.close()
     """
 
-    def __init__(self, ledger: str, *, accountant: str = "basic") -> None:
-        self._lock = threading.RLock()
+    def __init__(
+        self, ledger: str, *, accountant: str = "basic", connections: int | None = None
+    ) -> None:
+        self._books_lock = threading.Lock()
         self._accountant = accountant
-        self._backend: Backend = open_backend(ledger)
+        self._pool = BackendPool(ledger, connections, CONNECTIONS)
         self._books: dict[str, _Books] = {}
         self._verified = VerifiedKeys()
         self.location = ledger
         try:
             self._write(self._create)
         except BaseException:
-            self._backend.close()
+            self._pool.close()
             raise
 
     # -- plumbing ----------------------------------------------------------------------------
     @property
     def kind(self) -> str:
         """``"sqlite"`` or ``"postgresql"``."""
-        return self._backend.kind
+        return self._pool.kind
 
     @property
     def accountant(self) -> str:
@@ -220,23 +230,22 @@ class LedgerStore:
         durable: bool = True,
         read_only: bool = False,
     ) -> T:
-        """Run ``work`` in one transaction under the process lock; commit, or roll back."""
-        with self._lock:
-            backend = self._backend
-            try:
-                backend.begin(lock_table, durable=durable, read_only=read_only)
-                out = work(backend)
-                backend.commit()
-            except StoreUnavailable:
-                backend.rollback()
-                raise StoreUnavailableError(
-                    "The ledger store is unavailable; nothing was read or spent by this request "
-                    "unless it was charged already. Retry with the same request id."
-                ) from None
-            except BaseException:
-                backend.rollback()
-                raise
-            return out
+        """Run ``work`` in one transaction on a connection of the pool; commit, or roll back."""
+        try:
+            with self._pool.connection() as backend:
+                try:
+                    backend.begin(lock_table, durable=durable, read_only=read_only)
+                    out = work(backend)
+                    backend.commit()
+                except BaseException:
+                    backend.rollback()
+                    raise
+        except StoreUnavailable:
+            raise StoreUnavailableError(
+                "The ledger store is unavailable; nothing was read or spent by this request "
+                "unless it was charged already. Retry with the same request id."
+            ) from None
+        return out
 
     def _write(self, work: Callable[[Backend], T]) -> T:
         return self._run(work)
@@ -246,14 +255,14 @@ class LedgerStore:
 
         A write is durable when this returns, as a committed transaction is.
         """
-        with self._lock:
-            try:
-                return self._backend.execute(sql, params)
-            except StoreUnavailable:
-                raise StoreUnavailableError(
-                    "The ledger store is unavailable; nothing was read or spent by this request. "
-                    "Retry with the same request id."
-                ) from None
+        try:
+            with self._pool.connection() as backend:
+                return backend.execute(sql, params)
+        except StoreUnavailable:
+            raise StoreUnavailableError(
+                "The ledger store is unavailable; nothing was read or spent by this request. "
+                "Retry with the same request id."
+            ) from None
 
     def _read(self, work: Callable[[Backend], T]) -> T:
         return self._run(work, read_only=True)
@@ -274,9 +283,8 @@ class LedgerStore:
             )
 
     def close(self) -> None:
-        """Close the connection."""
-        with self._lock:
-            self._backend.close()
+        """Close the connections."""
+        self._pool.close()
 
     @staticmethod
     def _audit(db: Backend, actor: str, action: str, detail: str) -> None:
@@ -519,29 +527,47 @@ class LedgerStore:
         return Identity(str(owner), key_id)
 
     # -- charges -------------------------------------------------------------------------------
-    def _catch_up(self, db: Backend, table: str) -> _Books:
-        """Compose the charges on ``table`` recorded since this process last looked."""
-        books = self._books_of(table)
-        return self._composed(books, db.execute(*_since(table, books)))
+    def _catch_up(
+        self, db: Backend, table: str, analyst: str | None
+    ) -> tuple[Accountant, Accountant]:
+        """Read the charges on ``table`` since this process last looked; see :meth:`_accounts`."""
+        return self._accounts(table, db.execute(*_since(table, self._books_of(table))), analyst)
 
     def _books_of(self, table: str) -> _Books:
-        books = self._books.get(table)
-        if books is None:
-            books = _Books(0, make_accountant(self._accountant))
-            self._books[table] = books
-        return books
+        with self._books_lock:
+            books = self._books.get(table)
+            if books is None:
+                books = self._books[table] = _Books(0, make_accountant(self._accountant))
+            return books
 
-    def _composed(self, books: _Books, rows: Sequence[Row]) -> _Books:
-        """Compose new charges (rows of :func:`_since`) into ``books``."""
-        for id_, analyst, events in rows:
-            event = combined([event_from_dict(e) for e in json.loads(str(events))])
-            books.table.compose(event)
-            mine = books.analysts.get(str(analyst))
-            if mine is None:
-                mine = books.analysts[str(analyst)] = make_accountant(self._accountant)
-            mine.compose(event)
-            books.last_id = int(id_)
-        return books
+    def _accounts(
+        self, table: str, since: Sequence[Row], analyst: str | None
+    ) -> tuple[Accountant, Accountant]:
+        """Compose new charges (rows of :func:`_since`) into the table's books; return copies.
+
+        Returns copies of the analyst's accountant (a fresh one when ``analyst`` is None or has
+        no charge) and of the table's. Threads of this process compose under one lock, each
+        charge once (rows already composed by another thread are skipped): a charge's rows are
+        committed in the order of their ids, as charges to one table are decided one after
+        another under the database's lock.
+        """
+        books = self._books_of(table)
+        with self._books_lock:
+            for id_, name, events in since:
+                if int(id_) <= books.last_id:
+                    continue
+                event = combined([event_from_dict(e) for e in json.loads(str(events))])
+                books.table.compose(event)
+                mine = books.analysts.get(str(name))
+                if mine is None:
+                    mine = books.analysts[str(name)] = make_accountant(self._accountant)
+                mine.compose(event)
+                books.last_id = int(id_)
+            own = None if analyst is None else books.analysts.get(analyst)
+            return (
+                make_accountant(self._accountant) if own is None else own.copy(),
+                books.table.copy(),
+            )
 
     def _filters(
         self, db: Backend, analyst: str, table: str, *first: Statement
@@ -551,22 +577,16 @@ class LedgerStore:
         ``first``, the budgets and the charges since this process last looked are read in one
         round trip (a pipeline on PostgreSQL).
         """
-        books = self._books_of(table)
         *rows, budgets, since = db.execute_many(
-            [*first, (_BUDGETS, (table, analyst)), _since(table, books)]
+            [*first, (_BUDGETS, (table, analyst)), _since(table, self._books_of(table))]
         )
         found = {str(a): Budget(float(e), float(d)) for a, e, d in budgets}
         if TABLE_SCOPE not in found or analyst not in found:
             raise PermissionDeniedError(
                 f"Table {table!r} is not one you may query (no budget of yours on it)."
             )
-        self._composed(books, since)
-        own = books.analysts.get(analyst, make_accountant(self._accountant))
-        return (
-            rows,
-            PrivacyFilter(found[analyst], own.copy()),
-            PrivacyFilter(found[TABLE_SCOPE], books.table.copy()),
-        )
+        own, whole = self._accounts(table, since, analyst)
+        return rows, PrivacyFilter(found[analyst], own), PrivacyFilter(found[TABLE_SCOPE], whole)
 
     def check(self, analyst: str, table: str, events: Sequence[PrivacyEvent]) -> Charge:
         """Return what charging ``events`` would charge and leave; refuse as :meth:`charge` would.
@@ -707,11 +727,8 @@ class LedgerStore:
             if not rows:
                 raise PermissionDeniedError(f"No budget of {scope!r} on table {table!r}.")
             budget = Budget(float(rows[0][0]), float(rows[0][1]))
-            books = self._catch_up(db, table)
-            acc = books.table if analyst is None else books.analysts.get(analyst)
-            spent_filter = PrivacyFilter(
-                budget, make_accountant(self._accountant) if acc is None else acc.copy()
-            )
+            own, whole = self._catch_up(db, table, analyst)
+            spent_filter = PrivacyFilter(budget, whole if analyst is None else own)
             return budget, spent_filter.spent, spent_filter.remaining
 
         return self._read(work)
