@@ -150,3 +150,42 @@ def test_several_stores_on_one_database_never_overspend(ledger: str) -> None:
         assert books.standing(None, "t")[1] == Budget(1.0)
     for store in stores:
         store.close()
+
+
+def test_threads_sharing_one_store_never_overspend_or_compose_twice(ledger: str) -> None:
+    """Eight threads on one store (its pool of connections): charges and reads at once.
+
+    The readers compose the same charges as the chargers (into the process's books): each
+    charge must be composed once, so what the store says was spent is what was charged.
+    """
+    store = _store(ledger, table_budget=1.0)
+    answered: list[str] = []
+    lock = threading.Lock()
+
+    def charger(index: int) -> None:
+        for i in range(10):
+            who = "ann" if (index + i) % 2 else "bob"
+            try:
+                _ask(store, who, f"{index}-{i}", 0.0625)
+            except BudgetExceededError:
+                continue
+            with lock:
+                answered.append(who)
+
+    def reader() -> None:
+        for _ in range(20):
+            store.standing("ann", "t")
+            store.standing(None, "t")
+
+    threads = [threading.Thread(target=charger, args=(i,)) for i in range(6)]
+    threads += [threading.Thread(target=reader) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert len(store.history()) == len(answered) == 16
+    assert max(answered.count("ann"), answered.count("bob")) <= 9
+    assert store.standing(None, "t")[1] == Budget(1.0)
+    for who in ("ann", "bob"):
+        assert store.standing(who, "t")[1] == Budget(0.0625 * answered.count(who))
+    store.close()
