@@ -231,3 +231,97 @@ def test_both_engines_agree_on_case_buckets(spark: object) -> None:
             & frame["pid"].isin(light[light <= 3].index)
         ).sum()
     )
+
+
+def _dated(seed: int = 3, units: int = 150) -> tuple[pd.DataFrame, Table]:
+    """Units with 1-4 rows, each with a timestamp in 2023-2024 (some NULL) and an amount."""
+    rng = np.random.default_rng(seed)
+    pid = np.repeat(np.arange(units), rng.integers(1, 5, units))
+    start = np.datetime64("2023-01-01T00:00:00")
+    seconds = rng.integers(0, 2 * 365 * 86400, pid.size).astype("timedelta64[s]")
+    when = pd.Series(start + seconds).astype("datetime64[us]")
+    when[rng.random(pid.size) < 0.05] = pd.NaT
+    frame = pd.DataFrame({"pid": pid, "at": when, "amount": rng.uniform(0, 100, pid.size)})
+    table = Table(
+        "events",
+        frame,
+        privacy_unit="pid",
+        max_rows_per_unit=3,
+        max_groups_per_unit=3,
+        columns=[Column("at"), Column("amount", lower=0, upper=100)],
+    )
+    return frame, table
+
+
+@pytest.mark.parametrize(
+    ("sql", "domain"),
+    [
+        ("MONTH(at)", tuple(range(1, 13))),
+        ("EXTRACT(MONTH FROM at)", tuple(range(1, 13))),
+        ("QUARTER(at)", (1, 2, 3, 4)),
+        ("DAY(at)", tuple(range(1, 32))),
+        ("DAYOFYEAR(at)", tuple(range(1, 367))),
+        ("EXTRACT(hour FROM at)", tuple(range(24))),
+        ("MINUTE(at)", tuple(range(60))),
+    ],
+)
+def test_a_calendar_part_has_the_calendars_domain(sql: str, domain: tuple[object, ...]) -> None:
+    _, table = _dated()
+    assert computed_key(parse_one(sql), table, lambda c: c.name).domain == domain
+
+
+@pytest.mark.parametrize(
+    ("sql", "why"),
+    [
+        ("YEAR(at)", "derived column"),
+        ("DAYOFWEEK(at)", "numbered differently"),
+        ("EXTRACT(EPOCH FROM at)", "no fixed calendar domain"),
+        ("MONTH(at + INTERVAL 1 DAY)", "declared column itself"),
+    ],
+)
+def test_calendar_parts_without_a_fixed_domain_are_refused(sql: str, why: str) -> None:
+    _, table = _dated()
+    with pytest.raises(QueryError, match=why):
+        computed_key(parse_one(sql), table, lambda c: c.name)
+
+
+def test_calendar_keys_group_like_pandas(engine_kind: EngineKind) -> None:
+    frame, table = _dated()
+    small = frame[frame.groupby("pid")["pid"].transform("size") <= 3]  # units within bounds
+    table = Table(
+        "events",
+        small,
+        privacy_unit="pid",
+        max_rows_per_unit=3,
+        max_groups_per_unit=3,
+        columns=list(table.columns),
+    )
+    with open_session(table, engine=engine_kind) as session:
+        for sql, part in [
+            ("MONTH(at)", small["at"].dt.month),
+            ("EXTRACT(HOUR FROM at)", small["at"].dt.hour),
+            ("DAYOFYEAR(at)", small["at"].dt.day_of_year),
+        ]:
+            plan, exact = exact_aggregates(
+                session, f"SELECT {sql} AS k, COUNT(*) AS n FROM events GROUP BY k"
+            )
+            got = {
+                k[0]: int(v)
+                for k, v in zip(exact.keys, exact.columns[plan.measurements[0].result], strict=True)
+            }
+            truth = part.dropna().astype(int).value_counts()
+            assert {k: v for k, v in got.items() if v} == {int(k): int(v) for k, v in truth.items()}
+
+
+def test_a_calendar_part_of_a_column_that_is_no_date_is_refused_before_any_spend(
+    engine_kind: EngineKind,
+) -> None:
+    _, table = _dated()
+    with open_session(table, engine=engine_kind) as session:
+        with pytest.raises(QueryError):
+            session.sql("SELECT MONTH(amount) AS m, COUNT(*) FROM events GROUP BY m", epsilon=1.0)
+        assert session.spent.epsilon == 0.0
+        release = session.sql(
+            "SELECT QUARTER(at) AS q, COUNT(*) AS n FROM events GROUP BY q", epsilon=1.0
+        )
+    assert release.table["q"].tolist() == [1, 2, 3, 4]

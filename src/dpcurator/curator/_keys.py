@@ -18,6 +18,12 @@ A computed key is either
   checked like a WHERE clause); a row that meets no condition and has no ELSE is NULL, outside
   the domain, and not counted.
 
+- a calendar part of a date or timestamp column, whose values the calendar fixes: ``MONTH``
+  (1-12), ``QUARTER`` (1-4), ``DAY``/``DAYOFMONTH`` (1-31), ``DAYOFYEAR`` (1-366), ``HOUR``
+  (0-23), ``MINUTE`` (0-59), also written ``EXTRACT(MONTH FROM d)`` and so on. ``YEAR`` has no
+  such domain (declare it, see :class:`~dpcurator.curator.Column`'s ``expression``), and the
+  day of the week is refused because the engines number it differently.
+
 Anything else is refused: its domain is not public (a continuous value, a text function, a
 column without bounds, a CASE with a computed result).
 """
@@ -101,6 +107,9 @@ def computed_key(node: exp.Expr, table: Table, column_of: Any) -> ComputedKey:
     inner = node.unnest()
     if isinstance(inner, exp.Case):
         return _bucket_key(inner, column_of)
+    part = _calendar_part(inner)
+    if part is not None:
+        return _calendar_key(node, inner, part, column_of)
     columns = {column_of(c) for c in node.find_all(exp.Column)}
     if len(columns) != 1:
         raise _not_public(node, "it must be computed from exactly one declared column")
@@ -141,6 +150,62 @@ def _bucket_key(node: exp.Case, column_of: Any) -> ComputedKey:
 
     expression = _quoted(node, column_of)
     return ComputedKey(expression.sql(dialect="duckdb"), columns[0], expression, tuple(domain))
+
+
+_CALENDAR: dict[str, range] = {
+    "MONTH": range(1, 13),
+    "QUARTER": range(1, 5),
+    "DAY": range(1, 32),
+    "DAYOFYEAR": range(1, 367),
+    "HOUR": range(24),
+    "MINUTE": range(60),
+}
+"""The calendar parts a group key may take, with their values (the same on every engine)."""
+
+_PART_FUNCTIONS: dict[type[exp.Expr], str] = {
+    exp.Month: "MONTH",
+    exp.Quarter: "QUARTER",
+    exp.Day: "DAY",
+    exp.DayOfMonth: "DAY",
+    exp.DayOfYear: "DAYOFYEAR",
+    exp.Hour: "HOUR",
+    exp.Minute: "MINUTE",
+}
+_EXTRACT_NAMES = {"MONTH": "MONTH", "QUARTER": "QUARTER", "DAY": "DAY", "DOY": "DAYOFYEAR"}
+_EXTRACT_NAMES |= {"DAYOFYEAR": "DAYOFYEAR", "HOUR": "HOUR", "MINUTE": "MINUTE"}
+_UNLISTED = (exp.Year, exp.DayOfWeek, exp.DayOfWeekIso, exp.Week)
+
+
+def _calendar_part(node: exp.Expr) -> str | None:
+    """Return the calendar part ``node`` extracts (None if it is no date function)."""
+    if isinstance(node, exp.Extract):
+        unit = node.this.name.upper() if isinstance(node.this, exp.Var | exp.Column) else ""
+        if unit not in _EXTRACT_NAMES:
+            raise _not_public(
+                node,
+                f"EXTRACT({unit} ...) has no fixed calendar domain: use one of "
+                + ", ".join(sorted(_CALENDAR)),
+            )
+        return _EXTRACT_NAMES[unit]
+    if isinstance(node, _UNLISTED):
+        raise _not_public(
+            node,
+            f"{_sql(node)!r} has no fixed calendar domain (YEAR: declare the column's years as "
+            "a derived column with a domain) or is numbered differently by the engines (the day "
+            "of the week): use MONTH, QUARTER, DAY, DAYOFYEAR, HOUR or MINUTE",
+        )
+    return _PART_FUNCTIONS.get(type(node))
+
+
+def _calendar_key(node: exp.Expr, inner: exp.Expr, part: str, column_of: Any) -> ComputedKey:
+    """Return the key of a calendar part of one date or timestamp column."""
+    argument = inner.expression if isinstance(inner, exp.Extract) else inner.this
+    if not isinstance(argument, exp.Column):
+        raise _not_public(node, "a calendar part must be taken of a declared column itself")
+    name = column_of(argument)
+    unit = "DOY" if part == "DAYOFYEAR" else part  # the name both engines' EXTRACT know
+    expression = exp.Extract(this=exp.var(unit), expression=exp.column(name, quoted=True))
+    return ComputedKey(_sql(_quoted(node, column_of)), name, expression, tuple(_CALENDAR[part]))
 
 
 def _quoted(node: exp.Expr, column_of: Any) -> exp.Expr:
