@@ -244,6 +244,8 @@ def declaration_toml(
             lines.append(f"bins = {_toml_value(column.bins)}")
         if not column.nullable:
             lines.append("nullable = false")
+        if column.expression is not None:
+            lines.append(f"expression = {_toml_value(column.expression)}")
     return "\n".join(lines) + "\n"
 
 

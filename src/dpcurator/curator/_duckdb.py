@@ -43,7 +43,15 @@ import pandas as pd
 import pyarrow as pa
 from sqlglot import exp
 
-from dpcurator.curator._engine import ClosesOnExit, check_columns, declared_tables, quote, render
+from dpcurator.curator._engine import (
+    ClosesOnExit,
+    check_columns,
+    check_derived,
+    declared_tables,
+    quote,
+    render,
+    with_derived,
+)
 from dpcurator.curator._table import Table
 from dpcurator.curator._types import Kind
 from dpcurator.errors import InvalidParameterError, QueryError
@@ -192,13 +200,19 @@ class DuckDBEngine(ClosesOnExit):
 
     def _check_schema(self, table: Table) -> None:
         """Check the declared columns against the source's schema (public: names and types)."""
-        relation = self.relation(table.name)
+        types = self._describe(self._relations[table.name].sql(dialect="duckdb"), table)
+        check_derived(table, list(types))
+        if any(c.expression is not None for c in table.columns):
+            types = self._describe(self.relation(table.name), table)
+        self._kinds[table.name] = check_columns(table, types, self.dialect)
+
+    def _describe(self, relation: str, table: Table) -> dict[str, str]:
+        """Return the type of each column of ``relation`` (lower-cased names)."""
         try:
             described = self._connection.execute(f"DESCRIBE SELECT * FROM {relation}").fetchall()
         except duckdb.Error as error:
             raise InvalidParameterError("source", table.name, f"cannot be read: {error}") from None
-        types = {str(row[0]).lower(): str(row[1]).upper() for row in described}
-        self._kinds[table.name] = check_columns(table, types, self.dialect)
+        return {str(row[0]).lower(): str(row[1]).upper() for row in described}
 
     # -- the engine's work ---------------------------------------------------------------------
     @property
@@ -215,12 +229,12 @@ class DuckDBEngine(ClosesOnExit):
         """Return the SQL name under which ``table``'s rows are registered."""
         return self._relation(table).sql(dialect="duckdb")
 
-    def _relation(self, table: str) -> exp.Table:
+    def _relation(self, table: str) -> exp.Expr:
         if table not in self._relations:
             raise InvalidParameterError(
                 "table", table, f"is not declared; declared: {', '.join(sorted(self._tables))}"
             )
-        return self._relations[table]
+        return with_derived(self._relations[table], self._tables[table])
 
     def render(self, statement: exp.Query, table: str) -> str:
         """Return ``statement`` as DuckDB SQL reading ``table``'s rows."""

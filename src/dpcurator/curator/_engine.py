@@ -27,6 +27,7 @@ import numpy as np
 from sqlglot import exp
 
 from dpcurator.curator._cache import Recent
+from dpcurator.curator._rowwise import row_expression
 from dpcurator.curator._table import Table
 from dpcurator.curator._types import Kind, kind_of_type
 from dpcurator.errors import InvalidParameterError
@@ -36,9 +37,11 @@ __all__ = [
     "ClosesOnExit",
     "Engine",
     "check_columns",
+    "check_derived",
     "declared_tables",
     "quote",
     "render",
+    "with_derived",
 ]
 
 SOURCE = "__source"
@@ -204,6 +207,35 @@ def check_columns(table: Table, types: Mapping[str, str], dialect: str) -> dict[
     return kinds
 
 
+def with_derived(relation: exp.Expr, table: Table) -> exp.Expr:
+    """Return ``relation``'s rows with ``table``'s derived columns appended.
+
+    Each is computed with TRY semantics (NULL where it fails on a row), so that no row can make
+    a statement fail. Without derived columns, ``relation`` itself.
+    """
+    derived = [c for c in table.columns if c.expression is not None]
+    if not derived:
+        return relation
+    items: list[exp.Expr] = [exp.Star()]
+    for column in derived:
+        tree = row_expression(column.expression, column.name)
+        items.append(exp.alias_(exp.Try(this=tree), column.name, quoted=True))
+    return exp.select(*items).from_(relation.copy()).subquery("__derived")
+
+
+def check_derived(table: Table, source_columns: Sequence[str]) -> None:
+    """Refuse a derived column named like a column of the source (lower-cased names)."""
+    taken = set(source_columns)
+    for column in table.columns:
+        if column.expression is not None and column.name.lower() in taken:
+            raise InvalidParameterError(
+                "columns",
+                column.name,
+                f"is a derived column named like a column of the source of {table.name!r}: "
+                "give it another name",
+            )
+
+
 def _spark_fixes(node: exp.Expr) -> exp.Expr:
     """Adapt a tree to Spark SQL with ANSI mode off (how a SparkEngine runs).
 
@@ -257,7 +289,8 @@ def _render(statement: exp.Query, relation: exp.Expr, dialect: str) -> str:
     def bind(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Table) and node.name == SOURCE and not node.args.get("db"):
             out = relation.copy()
-            out.set("alias", node.args.get("alias"))
+            if node.args.get("alias") is not None or isinstance(out, exp.Table):
+                out.set("alias", node.args.get("alias"))
             return out
         return node
 

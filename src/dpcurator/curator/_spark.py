@@ -52,7 +52,14 @@ import pyarrow as pa
 from sqlglot import exp
 from sqlglot.errors import ParseError
 
-from dpcurator.curator._engine import ClosesOnExit, check_columns, declared_tables, render
+from dpcurator.curator._engine import (
+    ClosesOnExit,
+    check_columns,
+    check_derived,
+    declared_tables,
+    render,
+    with_derived,
+)
 from dpcurator.curator._table import Table
 from dpcurator.curator._types import Kind
 from dpcurator.errors import InvalidParameterError, QueryError, UnsupportedError
@@ -463,6 +470,18 @@ class SparkEngine(ClosesOnExit):
     def _check_schema(self, table: Table, schema: StructType) -> None:
         """Check the declared columns against the source's schema (public: names and types)."""
         types = {f.name.lower(): f.dataType.simpleString().upper() for f in schema.fields}
+        check_derived(table, list(types))
+        if any(c.expression is not None for c in table.columns):
+            try:
+                with _quiet():
+                    derived = self._spark.sql(f"SELECT * FROM {self.relation(table.name)}").schema
+            except self._errors as error:
+                raise InvalidParameterError(
+                    "columns",
+                    table.name,
+                    f"a derived column cannot be computed: {_first_line(error)}",
+                ) from None
+            types = {f.name.lower(): f.dataType.simpleString().upper() for f in derived.fields}
         self._kinds[table.name] = check_columns(table, types, self.dialect)
 
     def _refresh(self, table: str) -> None:
@@ -516,8 +535,8 @@ class SparkEngine(ClosesOnExit):
         """Return the Spark SQL name under which ``table``'s rows are registered."""
         return self._relation(table).sql(dialect=self.dialect)
 
-    def _relation(self, table: str) -> exp.Table:
-        return self._source_of(table).relation.copy()
+    def _relation(self, table: str) -> exp.Expr:
+        return with_derived(self._source_of(table).relation, self._tables[table])
 
     def render(self, statement: exp.Query, table: str) -> str:
         """Return ``statement`` as Spark SQL, reading ``table``'s rows."""

@@ -46,6 +46,7 @@ from dpcurator.curator._aggregates import (
     Variance,
 )
 from dpcurator.curator._keys import ComputedKey, computed_key
+from dpcurator.curator._rowwise import ROW_NODES
 from dpcurator.curator._table import Table, check_bins
 from dpcurator.errors import InvalidParameterError, QueryError
 
@@ -69,59 +70,7 @@ MAX_PARENTHESES = 64
 MAX_LITERAL_CHARS = 1_000
 """Longest string literal or identifier accepted (characters)."""
 
-# Row-wise operations a WHERE clause may use: comparisons, logic, arithmetic, a few pure functions.
-_WHERE_NODES: tuple[type[exp.Expr], ...] = (
-    exp.Column,
-    exp.Identifier,
-    exp.Literal,
-    exp.Boolean,
-    exp.Null,
-    exp.Paren,
-    exp.Tuple,
-    exp.And,
-    exp.Or,
-    exp.Not,
-    exp.Xor,
-    exp.EQ,
-    exp.NEQ,
-    exp.GT,
-    exp.GTE,
-    exp.LT,
-    exp.LTE,
-    exp.NullSafeEQ,
-    exp.NullSafeNEQ,
-    exp.Is,
-    exp.In,
-    exp.Between,
-    exp.Like,
-    exp.ILike,
-    exp.Add,
-    exp.Sub,
-    exp.Mul,
-    exp.Div,
-    exp.IntDiv,
-    exp.Mod,
-    exp.Neg,
-    exp.Abs,
-    exp.Lower,
-    exp.Upper,
-    exp.Length,
-    exp.Coalesce,
-    exp.Substring,
-    exp.Trim,
-    exp.Round,
-    exp.Floor,
-    exp.Ceil,
-    exp.Year,
-    exp.Month,
-    exp.Day,
-    exp.Cast,
-    exp.DataType,
-    exp.Case,
-    exp.If,
-    exp.Concat,
-    exp.DPipe,
-)
+_WHERE_NODES = ROW_NODES
 
 
 @dataclass(frozen=True)

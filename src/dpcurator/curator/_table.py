@@ -37,6 +37,7 @@ from typing import Any, Final
 
 from dpcurator._validation import check_finite, check_integer
 from dpcurator.accounting import Budget
+from dpcurator.curator._rowwise import row_expression
 from dpcurator.datasets import DATASETS, dataset_path
 from dpcurator.errors import InvalidParameterError, PrivacyWarning, QueryError
 from dpcurator.noise import FixedPointRange
@@ -103,11 +104,20 @@ class Column:
         semantics; AVG and VARIANCE then need their own count of non-null values). With False,
         NULL and NaN are replaced by the midpoint of the bounds, so that the column's count is
         ``COUNT(*)`` and AVG costs one measurement less.
+    expression : str, optional
+        A derived column: a row-wise SQL expression (DuckDB's syntax, e.g.
+        ``"YEAR(flight_date)"`` or ``"CASE WHEN age < 18 THEN 'child' ELSE 'adult' END"``) of
+        the source's columns, computed by the engine for every row and used like a column of
+        the source (in SELECT, WHERE and GROUP BY) under its declared ``domain``, bounds or
+        bins. Where it cannot be computed on a row (a failing cast), it is NULL. Its name must
+        not be a column of the source.
 
     Examples
     --------
     >>> Column("age", lower=0, upper=120, bins=[0, 18, 65, 120]).bins
     (0.0, 18.0, 65.0, 120.0)
+    >>> Column("year", expression="YEAR(flight_date)", domain=range(2013, 2015)).domain
+    (2013, 2014)
     >>> Column("age", lower=5, upper=1)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
@@ -120,6 +130,7 @@ class Column:
     domain: tuple[Any, ...] | None = None
     bins: tuple[float, ...] | None = None
     nullable: bool = True
+    expression: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name or "\x00" in self.name:
@@ -144,6 +155,8 @@ class Column:
             object.__setattr__(self, "bins", check_bins(self.bins, "bins"))
         if not isinstance(self.nullable, bool):
             raise InvalidParameterError("nullable", self.nullable, "must be True or False")
+        if self.expression is not None:
+            row_expression(self.expression, self.name)
 
     def _check_domain(self, domain: object) -> tuple[Any, ...]:
         if isinstance(domain, str | bytes) or not isinstance(domain, Sequence | set | frozenset):
@@ -381,6 +394,9 @@ class Table:
             lower = 0
             upper = 120
             bins = [0, 18, 65, 120]
+            [columns.age_group]             # a derived column: computed for every row
+            expression = "CASE WHEN age < 18 THEN 'child' ELSE 'adult' END"
+            domain = ["child", "adult"]
 
         Examples
         --------
@@ -460,7 +476,7 @@ _TABLE_KEYS = {
     "max_groups_per_unit",
     "max_rows_per_group",
 }
-_COLUMN_KEYS = {"lower", "upper", "domain", "bins", "nullable"}
+_COLUMN_KEYS = {"lower", "upper", "domain", "bins", "nullable", "expression"}
 
 
 def _section(data: Mapping[str, Any], key: str, path: str) -> Mapping[str, Any]:
