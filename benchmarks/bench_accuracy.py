@@ -284,8 +284,12 @@ def run_dpcurator(
     tables: dict[str, tuple[pd.DataFrame, pd.DataFrame]],
     decls: dict[str, dict[str, Any]],
     repeats: int,
+    only: set[str] | None = None,
 ) -> dict[str, Any]:
-    """Answer the workload ``repeats`` times, a fresh session (and budget) per table and rep."""
+    """Answer the workload ``repeats`` times, a fresh session (and budget) per table and rep.
+
+    ``only``: answer just these queries, each with its share of the whole workload's budget.
+    """
     results: dict[str, list[common.Answer]] = {q["id"]: [] for q in QUERIES}
     split: dict[str, str] = {}
     t0 = time.perf_counter()
@@ -312,6 +316,8 @@ def run_dpcurator(
                 kwargs = {"epsilon": EPSILON / n, "delta": DELTA / n}
             lo_hi = decls[name]["bounds"]
             for q in queries:
+                if only is not None and q["id"] not in only:
+                    continue
                 release = session.sql(dp_sql(q), **kwargs)
                 frame = release.table
                 answer: common.Answer = {}
@@ -572,6 +578,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--peer-timeout", type=float, default=900.0)
     parser.add_argument("--out", type=Path, default=HERE / "results" / "accuracy.json")
     parser.add_argument("--show", type=Path, default=None, help="print a saved JSON and stop")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        default=None,
+        choices=[q["id"] for q in QUERIES],
+        help="dpcurator only, on these queries (each at its share of the whole workload's "
+        "budget); prints their errors and writes nothing",
+    )
     args = parser.parse_args(argv)
     if args.show is not None:
         saved: dict[str, Any] = json.loads(args.show.read_text())
@@ -606,10 +620,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     workload_path = DATA_DIR / "accuracy_workload.json"
     workload_path.write_text(json.dumps(workload, indent=1))
     records = []
+    only = None if args.only is None else set(args.only)
     for config in ("basic", "zcdp"):
-        rec = run_dpcurator(config, tables, decls, args.repeats)
+        rec = run_dpcurator(config, tables, decls, args.repeats, only)
         print(f"  {rec['library']}: {rec['seconds']:.1f} s", flush=True)
         records.append(rec)
+    if only is not None:
+        score(records, truth)
+        for rec in records:
+            for q in QUERIES:
+                if q["id"] in only:
+                    print(f"  {rec['library']} {q['id']}: MAE {_fmt(rec['mae'][q['id']])}")
+        return {"records": records}
     print(f"  peers {', '.join(args.peers)}: side by side ...", flush=True)
     for rec in run_peers(args.peers, workload_path, args.peer_timeout, HERE / "results" / "logs"):
         shown = f"{rec['seconds']:.1f} s" if "seconds" in rec else rec.get("error", "")

@@ -27,6 +27,7 @@ DOCUMENTED = {
     "randomized_response",
     "report_noisy_max",
     "selection_error_bound",
+    "exponential_mechanism_runs",
     "sum_sensitivity",
 }
 

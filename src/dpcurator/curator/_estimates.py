@@ -193,8 +193,13 @@ def quantile_rank_error(epsilon: float, sensitivity: float, candidates: int, lev
     has ``u >= OPT - (2 Delta / epsilon)(ln |C| + t)`` but with probability ``e^{-t}``
     (McSherry and Talwar 2007; Dwork and Roth 2014, Theorem 3.11): its rank is within
     ``(2 Delta / epsilon) ln(|C| / (1 - level))`` of the rank error of the best candidate.
+    ``|C|`` counts every candidate point, ``quantile_buckets + 1`` (about ``2**20``: see
+    :func:`~dpcurator.curator._statements.quantile_buckets`), even though the choice is
+    computed per run of points between data values.
 
     >>> round(quantile_rank_error(1.0, 1.0, 1025, 0.95), 2)
     19.86
+    >>> round(quantile_rank_error(1.0, 1.0, 1_000_001, 0.95), 2)  # wages in [0, 250,000]
+    33.62
     """
     return 2.0 * sensitivity / epsilon * math.log(candidates / (1.0 - level))

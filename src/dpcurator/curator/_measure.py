@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -22,14 +23,15 @@ from dpcurator.accounting import DiscreteGaussianEvent
 from dpcurator.curator._aggregates import release
 from dpcurator.curator._estimates import Measured, Noisy, Output
 from dpcurator.curator._measures import QuantileCounts, UnitCount
-from dpcurator.curator._plan import QUANTILE_BUCKETS, Measurement, Plan, domain_product
+from dpcurator.curator._plan import Measurement, Plan, domain_product
+from dpcurator.curator._statements import quantile_buckets, quantile_clamp
 from dpcurator.errors import InternalError
 from dpcurator.mechanisms import (
     Release,
     discrete_gaussian_mechanism,
-    exponential_mechanism,
     geometric_mechanism,
 )
+from dpcurator.mechanisms._exponential import exponential_mechanism_runs
 from dpcurator.noise import RandomSource
 
 __all__ = ["Exact", "compute", "fetch", "key_order"]
@@ -45,6 +47,9 @@ class Exact:
     keys: list[tuple[Any, ...]]
     columns: dict[str, NDArray[Any]]
     buckets: dict[tuple[tuple[Any, ...], str], NDArray[np.int64]]
+    """Per group and quantile column, the non-empty buckets (without GROUP BY: those near the
+    quantiles): rows ``[indices, counts, below, total]``, ``below`` the count in lower buckets
+    and ``total`` the group's count."""
 
 
 def _key_tuples(
@@ -104,27 +109,70 @@ def _integer_column(values: Sequence[Any]) -> NDArray[np.int64]:
     return np.array([0 if v is None else int(v) for v in values], dtype=np.int64)
 
 
-def fetch(plan: Plan, read: Read) -> Exact:
+def fetch(plan: Plan, read: Read, *, groups: bool = True) -> Exact:
     """Run the plan's statements through ``read`` (statement -> columns of Python values).
 
     Aggregates come back as exact integers (the engine's integer sums are never rounded to
-    float64); group keys are canonical (see :func:`key_order`).
+    float64); group keys are canonical (see :func:`key_order`). ``groups=False`` skips the
+    main statement where the release needs nothing from it: quantiles only, over public
+    groups (no GROUP BY, or declared domains), which :func:`compute` takes from the plan.
     """
     aliases = [k.alias for k in plan.keys]
-    table = read(plan.statements.main)
-    rows = len(next(iter(table.values()))) if table else 0
-    keys = _key_tuples(table, aliases, rows)
-    columns = {name: _integer_column(v) for name, v in table.items() if name not in aliases}
+    keys: list[tuple[Any, ...]] = []
+    columns: dict[str, NDArray[Any]] = {}
+    if groups or not _public_quantiles_only(plan):
+        table = read(plan.statements.main)
+        rows = len(next(iter(table.values()))) if table else 0
+        keys = _key_tuples(table, aliases, rows)
+        columns = {name: _integer_column(v) for name, v in table.items() if name not in aliases}
     buckets: dict[tuple[tuple[Any, ...], str], NDArray[np.int64]] = {}
     if plan.statements.quantiles is not None:
         qt = read(plan.statements.quantiles)
-        qkeys = _key_tuples(qt, aliases, len(qt["__n"]))
-        bucket = _integer_column(qt["__bucket"])
-        counts = _integer_column(qt["__n"])
-        for i, name in enumerate(qt["__column"]):
-            entry = buckets.setdefault((qkeys[i], name), np.zeros(QUANTILE_BUCKETS, np.int64))
-            entry[bucket[i]] += counts[i]
+        size = len(qt["__n"])
+        names = (
+            ["__bucket", "__n", "__below", "__total"] if "__below" in qt else ["__bucket", "__n"]
+        )
+        data = [_count_column(qt[name]) for name in names]
+        pairs = zip(_key_tuples(qt, aliases, size), qt["__column"], strict=True)
+        code_of: dict[tuple[tuple[Any, ...], str], int] = {}
+        codes = np.fromiter((code_of.setdefault(p, len(code_of)) for p in pairs), np.int64, size)
+        order = np.argsort(codes, kind="stable")
+        ends = np.cumsum(np.bincount(codes, minlength=len(code_of)))
+        for key, code in code_of.items():
+            members = order[ends[code - 1] if code else 0 : ends[code]]
+            buckets[key] = _bucket_rows(np.stack([column[members] for column in data]))
     return Exact(keys=keys, columns=columns, buckets=buckets)
+
+
+def _public_quantiles_only(plan: Plan) -> bool:
+    """Whether the plan measures quantiles only, in groups known before reading the rows."""
+    quantiles = all(isinstance(m.measure, QuantileCounts) for m in plan.measurements)
+    return quantiles and not (plan.keys and plan.selects_partitions)
+
+
+def _count_column(values: Sequence[Any]) -> NDArray[np.int64]:
+    """Return a column of bucket indices or counts as int64 (one by one only if not ints)."""
+    array = np.asarray(values)
+    if array.ndim == 1 and np.issubdtype(array.dtype, np.integer):
+        return array.astype(np.int64)
+    return _integer_column(values)  # e.g. an engine's Decimal, or no rows
+
+
+def _bucket_rows(rows: NDArray[np.int64]) -> NDArray[np.int64]:
+    """Return a group's buckets as rows ``[indices, counts, below, total]``, by index.
+
+    ``rows`` is ``[indices, counts]`` (every non-empty bucket: the prefix counts are computed
+    here) or already has ``below`` and ``total`` (the engine's, for the buckets it kept).
+    """
+    out = rows[:, np.argsort(rows[0], kind="stable")]
+    if out.shape[1] > 1 and not np.all(out[0, 1:] > out[0, :-1]):
+        raise InternalError("The engine returned a bucket twice for one group.")
+    if out.shape[0] == 2:
+        counts = out[1]
+        below = np.cumsum(counts) - counts
+        total = np.full(counts.size, counts.sum(), dtype=np.int64)
+        out = np.vstack([out, below, total])
+    return out.astype(np.int64)
 
 
 @dataclass
@@ -241,27 +289,52 @@ def _quantiles(
     exact: Exact,
     source: RandomSource,
 ) -> FloatArray:
-    """Per group, the exponential mechanism's choice among the public candidate points."""
+    """Per group, the exponential mechanism's choice among the public candidate points.
+
+    The candidates are the ``B + 1`` ends of the column's ``B`` buckets
+    (:func:`~dpcurator.curator._statements.quantile_buckets`); point ``j``'s utility is
+    ``max(-|#(values in buckets < j) - q n|, OPT - T)`` (:func:`quantile_clamp`), so the points
+    from just past one non-empty bucket to the next share a utility: one run each, and the
+    choice is :func:`~dpcurator.mechanisms._exponential.exponential_mechanism_runs` (Smith
+    2011's interval mechanism on the public grid).
+    """
     assert isinstance(m.measure, QuantileCounts)
     column, level = m.measure.column, m.measure.level
     spec = next(v for v in plan.values if v.column == column)
-    candidates = np.linspace(spec.lower, spec.upper, QUANTILE_BUCKETS + 1)
+    buckets = quantile_buckets(spec)
     epsilon = m.epsilon / plan.groups_touched
-    zero = np.zeros(QUANTILE_BUCKETS, dtype=np.int64)
+    clamp = quantile_clamp(epsilon, m.sensitivity, buckets)
     out = np.empty(len(groups), dtype=np.float64)
     for i, group in enumerate(groups):
-        counts = exact.buckets.get((group, column), zero)
-        below = np.concatenate([[0], np.cumsum(counts)]).astype(np.float64)
-        utilities = -np.abs(below - level * below[-1])
-        choice = exponential_mechanism(
-            list(range(candidates.size)),
-            utilities,
-            epsilon=epsilon,
-            sensitivity=m.sensitivity,
-            source=source,
+        entry = exact.buckets.get((group, column))
+        lengths, utilities = _quantile_runs(entry, level, buckets, clamp)
+        choice = exponential_mechanism_runs(
+            lengths, utilities, epsilon=epsilon, sensitivity=m.sensitivity, source=source
         )
-        out[i] = candidates[choice.value]
+        out[i] = float(spec.range.lower + spec.range.width * Fraction(choice.value, buckets))
     return out
+
+
+def _quantile_runs(
+    entry: NDArray[np.int64] | None, level: float, buckets: int, clamp: float
+) -> tuple[NDArray[np.int64], FloatArray]:
+    """Return a group's runs of candidate points (lengths) and their clamped utilities.
+
+    Run ``r`` is the points from just past a returned bucket to the next one. Where the engine
+    left buckets out (they border no run within ``T`` of the best), the run just past the
+    returned bucket before them is itself beyond ``T`` (its rank is the left-out bucket's
+    ``below``), so one run with ``OPT - T`` covers them all; likewise before the first.
+    """
+    if entry is None or entry.shape[1] == 0:  # no rows: every point has utility 0
+        return np.array([buckets + 1], dtype=np.int64), np.zeros(1)
+    index, counts, below, total = entry
+    target = level * float(total[0])
+    before = np.abs(below.astype(np.float64) - target)
+    after = np.abs(below.astype(np.float64) + counts.astype(np.float64) - target)
+    limit = min(float(before.min()), float(after.min())) + clamp
+    starts = np.concatenate([[0], index + 1])  # run r: points starts[r] .. starts[r + 1] - 1
+    lengths = np.diff(np.append(starts, buckets + 1))
+    return lengths, -np.minimum(np.concatenate([before[:1], after]), limit)
 
 
 def _frame(

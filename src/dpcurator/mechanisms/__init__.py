@@ -9,7 +9,8 @@
   :func:`laplace_mechanism` and :func:`geometric_mechanism` (pure DP; :func:`geometric_event`
   gives its privacy event without running it),
   :func:`gaussian_mechanism` and :func:`discrete_gaussian_mechanism` ((epsilon, delta), zCDP).
-- Selection: :func:`exponential_mechanism`, :func:`report_noisy_max` (permute-and-flip),
+- Selection: :func:`exponential_mechanism` (and :func:`exponential_mechanism_runs` over runs
+  of points that share a utility), :func:`report_noisy_max` (permute-and-flip),
   :func:`selection_error_bound`.
 - Sparse vector: :class:`AboveThreshold`.
 - Sensitivities with named neighbour relations: :func:`count_sensitivity`,
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 from dpcurator.mechanisms._exponential import (
     exponential_mechanism,
+    exponential_mechanism_runs,
     report_noisy_max,
     selection_error_bound,
 )
@@ -66,6 +68,7 @@ __all__ = [
     "estimate_frequencies",
     "estimate_proportion",
     "exponential_mechanism",
+    "exponential_mechanism_runs",
     "gaussian_mechanism",
     "geometric_event",
     "geometric_mechanism",
