@@ -10,6 +10,11 @@
   engine (DuckDB or Spark); noise is added to the small aggregated result.
 - :class:`QueryRelease`: the released table with standard deviations and intervals, the budget
   split (:class:`Measurement`), the charge and the budget left.
+- :meth:`Session.charged_measurements`: for mechanisms the session does not run itself (e.g.
+  :mod:`dpcurator.synth`), planned counts measured inside the session within a zCDP budget
+  charged beforehand (:class:`ChargedMeasurements`: discrete Gaussian counts, exponential-
+  mechanism choices; sensitivities from the plan, :func:`count_sensitivities`); nothing exact
+  leaves the session.
 - :class:`Ledger`: every query durably charged (SQLite) before it reads any data;
   reopening resumes the spent budget.
 - Engines (:class:`Engine`): where the rows live and the bounded SQL runs. :class:`DuckDBEngine`
@@ -46,11 +51,13 @@ from dpcurator.curator._release import QueryRelease
 from dpcurator.curator._session import DEFAULT_ACCOUNTANT, Session
 from dpcurator.curator._spark import SparkEngine
 from dpcurator.curator._specs import GaussianNoise
+from dpcurator.curator._steward import ChargedMeasurements, count_sensitivities
 from dpcurator.curator._table import Column, Declaration, Table, read_declaration
 from dpcurator.errors import QueryError
 
 __all__ = [
     "DEFAULT_ACCOUNTANT",
+    "ChargedMeasurements",
     "Column",
     "Declaration",
     "DuckDBEngine",
@@ -68,6 +75,7 @@ __all__ = [
     "Session",
     "SparkEngine",
     "Table",
+    "count_sensitivities",
     "measurement_noise",
     "read_declaration",
 ]

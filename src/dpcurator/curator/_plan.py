@@ -15,6 +15,15 @@ min(g, k)`` groups touched, one unit changes
   centred values ``x - (L + U)/2`` by ``min(k, g' c) (U - L)/2``,
 - the rank of any point among a group's values by at most ``c``.
 
+The bounds are the same whether the statement truncates a unit beyond its bounds to whole rows
+(quantiles, histograms) or scales its per-group sums
+(:mod:`dpcurator.curator._statements`): a scaled unit counts ``m_j <= c`` rows in group ``j``,
+``sum m_j <= min(k, g' c)`` over at most ``g'`` groups, and each of its sums there is
+``(s_j m_j) DIV n_j`` for an exact sum ``s_j`` of ``n_j`` rows' indices (or non-NULL flags), so
+its magnitude is at most ``m_j`` rows' worth (and it is in group ``j``'s distinct-unit count
+only where ``m_j >= 1``): the L1 bounds above and the squared L2 bound of the discrete Gaussian
+(``_l2_squared``), which hold for ``m_j`` whole rows per group, hold as they are.
+
 Sums are computed exactly in integers: each clamped value is mapped to an index of a public
 fixed-point grid (``2**-b`` of its range, the rule of :mod:`dpcurator.noise._fixed_point`),
 clamped to the index range after the float arithmetic and rounded, then summed as integers. The

@@ -34,7 +34,7 @@ import pandas as pd
 from sqlglot import exp
 
 from dpcurator._validation import check_probability
-from dpcurator.accounting import Budget, DiscreteGaussianEvent
+from dpcurator.accounting import Budget, DiscreteGaussianEvent, PrivacyEvent
 from dpcurator.accounting._registry import make_accountant
 from dpcurator.curator._accuracy import Predicted, Target, epsilon_for, predicted_errors
 from dpcurator.curator._aggregates import Quantile
@@ -44,12 +44,18 @@ from dpcurator.curator._duckdb import DuckDBEngine
 from dpcurator.curator._engine import SOURCE, Engine, declared_tables, render
 from dpcurator.curator._estimates import quantile_rank_error
 from dpcurator.curator._ledger import Ledger, LedgerEntry
-from dpcurator.curator._measure import compute, fetch
+from dpcurator.curator._measure import Exact, compute, fetch
 from dpcurator.curator._measures import QuantileCounts
-from dpcurator.curator._plan import NOISES, QUANTILE_BUCKETS, Noise, Plan, make_plan
+from dpcurator.curator._plan import NOISES, Noise, Plan, make_plan
 from dpcurator.curator._release import QueryRelease
 from dpcurator.curator._sql import parse_query
-from dpcurator.curator._statements import with_over, without_heavy
+from dpcurator.curator._statements import (
+    all_pairs,
+    quantile_buckets,
+    with_over,
+    without_heavy,
+)
+from dpcurator.curator._steward import ChargedMeasurements, check_covers
 from dpcurator.curator._table import Table, read_declaration
 from dpcurator.curator._types import check_key_types, check_where_types
 from dpcurator.errors import InvalidParameterError, QueryError, QueryFailedError
@@ -323,7 +329,7 @@ class Session:
             assert plan.statements.over is not None
             units = self._engine.materialize(plan.statements.over, table)
             count = self._engine.run(exp.select("COUNT(*) AS n").from_(units), table)
-            cached = _Over(version, units, int(count["n"][0]) == 0)
+            cached = _Over(version, units, int(count["n"][0]))
             self._over[key] = cached
         return cached
 
@@ -339,11 +345,21 @@ class Session:
         return result
 
     def _runnable(self, statement: exp.Query, over: _Over) -> exp.Query:
-        """Return ``statement`` reading the cached units beyond their bounds (kept per pair)."""
+        """Return ``statement`` reading the cached units beyond their bounds (kept per pair).
+
+        Without such units, the rows as they are; with many (:data:`_PAIRS_FROM`), a scaled
+        statement aggregates every unit per group without splitting the rows by a join with
+        them (:func:`~dpcurator.curator._statements.all_pairs`: the same result).
+        """
         key = (id(statement), id(over))
         kept = self._runnables.get(key)
         if kept is None or kept[0] is not statement or kept[1] is not over:
-            tree = without_heavy(statement) if over.empty else with_over(statement, over.units)
+            if over.count == 0:
+                tree = without_heavy(statement)
+            elif over.count >= _PAIRS_FROM:
+                tree = all_pairs(with_over(statement, over.units))
+            else:
+                tree = with_over(statement, over.units)
             kept = (statement, over, tree)
             self._runnables.put(key, kept)
         return kept[2]
@@ -512,6 +528,71 @@ class Session:
         """
         return self._answers.combined(release)
 
+    # -- steward-side measurements (mechanisms outside the session, e.g. dpcurator.synth) ----
+    def charged_measurements(
+        self, text: str, events: Sequence[PrivacyEvent], rho: float
+    ) -> ChargedMeasurements:
+        """Charge ``events`` (at least ``rho``-zCDP) now; return measurements that spend ``rho``.
+
+        For a mechanism the session does not run itself (see :mod:`dpcurator.curator._steward`):
+        it plans its ``COUNT(*)`` queries with :meth:`plan`, and then measures them through the
+        returned :class:`ChargedMeasurements` (discrete Gaussian counts, exponential-mechanism
+        choices), each step taking its share of ``rho``. The entry is committed before this
+        returns, so every read is charged before anything about it can reach the caller, and
+        nothing exact ever leaves the session; nothing is refunded.
+
+        Parameters
+        ----------
+        text : str
+            What the ledger records as the query.
+        events : sequence of PrivacyEvent
+            The mechanism's privacy event: a ``ZCDPEvent`` with at least ``rho``, or an
+            ``ApproxDPEvent(epsilon, delta)`` that ``rho``-zCDP implies (for accountants that
+            do not take zCDP).
+        rho : float
+            The zCDP budget the measurements may spend in all.
+
+        Returns
+        -------
+        ChargedMeasurements
+
+        Raises
+        ------
+        InvalidParameterError
+            If ``events`` do not cover ``rho`` (nothing recorded).
+        BudgetExceededError
+            If the events would exceed the budget (nothing recorded, nothing read).
+
+        Examples
+        --------
+        >>> import pandas as pd
+        >>> from dpcurator.accounting import Budget, ZCDPEvent
+        >>> from dpcurator.curator import Column, Session, Table
+        >>> from dpcurator.noise import InsecureSeededSource
+        >>> t = Table("t", pd.DataFrame({"id": [1, 2, 3], "sex": ["F", "M", "F"]}),
+        ...           privacy_unit="id", max_rows_per_unit=1,
+        ...           columns=[Column("sex", domain=["F", "M"])])
+        >>> with Session(t, Budget(10.0, 1e-6), accountant="zcdp", ledger=":memory:",
+        ...              source=InsecureSeededSource(0)) as s:
+        ...     plan = s.plan("SELECT sex, COUNT(*) AS n FROM t GROUP BY sex", epsilon=1.0)
+        ...     steps = s.charged_measurements("my mechanism", [ZCDPEvent(rho=0.5)], 0.5)
+        ...     noisy = steps.gaussian(plan, [("F",), ("M",)], sigma=1.0)  # rho 1/2 spent
+        >>> steps.entry.id, noisy.shape, steps.rho_left
+        (1, (2,), Fraction(0, 1))
+        """
+        check_covers(events, rho)
+        with self._lock:
+            entry = self._ledger.record(text, events)  # charged before any read
+
+        def read(plan: Plan) -> Exact | None:
+            with self._lock:
+                try:
+                    return fetch(plan, self._read(plan))
+                except Exception:  # any failure reads the same (ChargedMeasurements says so)
+                    return None
+
+        return ChargedMeasurements(entry, rho, read, self._source)
+
     def query(self, table: str) -> QueryBuilder:
         """Start a query on ``table`` with the builder (see :class:`QueryBuilder`)."""
         from dpcurator.curator._builder import QueryBuilder  # noqa: PLC0415 - a cycle otherwise
@@ -575,11 +656,22 @@ class Session:
 
 @dataclass(frozen=True)
 class _Over:
-    """The units beyond their bounds of a table, cached: the table's version, where, if none."""
+    """The units beyond their bounds of a table, cached: the table's version, where, how many."""
 
     version: Hashable
     units: exp.Table
-    empty: bool
+    count: int
+
+    @property
+    def empty(self) -> bool:
+        """True when no unit is beyond its bounds."""
+        return self.count == 0
+
+
+_PAIRS_FROM = 1 << 16
+"""From this many units beyond their bounds, a scaled statement aggregates all the rows per
+(unit, group) pair instead of joining the rows with those units (two joins of every row against
+a hash table of that size cost more than the one aggregation)."""
 
 
 _KEPT = 256
@@ -617,7 +709,7 @@ def _engine(
 def _answer(session: Session, plan: Plan) -> tuple[pd.DataFrame, dict[str, str]] | None:
     """Read the data and add noise; None if anything failed (the caller says so, fixed text)."""
     try:
-        exact = fetch(plan, session._read(plan))
+        exact = fetch(plan, session._read(plan), groups=False)
         return compute(plan, exact, source=session._source, confidence=session._confidence)
     except Exception:  # any failure after reading is reported the same way
         return None
@@ -661,7 +753,8 @@ def _rank_errors(plan: Plan, confidence: float) -> dict[str, float]:
                 if m.measure == QuantileCounts(aggregate.column, aggregate.level)
             )
             per_group = m.epsilon / plan.groups_touched  # each group's choice (see _quantiles)
+            spec = next(v for v in plan.values if v.column == aggregate.column)
             errors[aggregate.alias] = quantile_rank_error(
-                per_group, m.sensitivity, QUANTILE_BUCKETS + 1, confidence
+                per_group, m.sensitivity, quantile_buckets(spec) + 1, confidence
             )
     return errors

@@ -20,18 +20,45 @@ The statement, in steps (common table expressions):
     beyond their bounds after any filter, and bounding a unit within its bounds keeps all its
     rows, so the result is the same either way.
 ``__bounded``
-    The rows of units within their bounds as they are, and the rows of the others truncated:
-    at most ``g`` groups per unit (ranked by a hash of the group key), ``c`` rows per unit and
+    The rows of units within their bounds as they are, and the others bounded, in one of two
+    ways.
+
+    *Scaled* (statements without quantiles or histogram bins: every measure is a sum over rows,
+    ``COUNT(*)``, ``COUNT(col)``, fixed-point sums and sums of squares, or ``COUNT(DISTINCT
+    unit)``): one aggregation of the unit's rows per (unit, group) pair, like the floor
+    ``GROUP BY unit``, gives each pair's ``n`` rows, its ``COUNT(col)`` and its exact integer
+    sums ``s``. A unit keeps its ``g`` pairs of least key hash (MD5 of the key's text; ties:
+    the keys' order); each kept pair gets a weight ``m = min(n, c)``, and when the kept pairs'
+    weights total more than ``k``, the pairs in key-hash order take them until ``k`` are taken
+    (``m = min(n, c, k - P)``, ``P`` the weights before it; pairs left at 0 are dropped). The
+    pair then counts ``m`` rows, and each of its sums (``COUNT(col)`` included) is
+    ``(s m) DIV n``, rounding toward zero, the same on DuckDB and Spark (exact integers:
+    HUGEINT, DECIMAL(38, 0) and BIGINT). A pair within its bounds has ``m = n``, so it is
+    counted exactly. What a unit contributes is as bounded as ``m`` of its rows would be:
+    ``0 <= m <= c`` rows per group, ``sum m <= k``, at most ``g`` groups; ``|(s m) DIV n| <=
+    m max|index|`` since ``|s| <= n max|index|``; ``0 <= (cc m) DIV n <= m`` for ``cc <= n``
+    non-NULL rows; and it is present in a group (``COUNT(DISTINCT unit)``) only where
+    ``m >= 1``. The estimate is ``m`` times the pair's mean, with less variance than a
+    subset of ``m`` rows, and costs one pass over the rows instead of a window over them.
+
+    *Truncated* (quantiles and histograms, whose bucket counts need whole rows): at most
+    ``g`` groups per unit (ranked by a hash of the group key), ``c`` rows per unit and
     group and ``k`` rows per unit (ranked by a hash of the row). The hash is MD5 of the row's
-    text, the same on every engine, with the row's values breaking ties: every choice depends
-    on the unit's own rows only, so removing a unit changes no other unit's rows.
+    text, the same on every engine, with the row's values breaking ties.
+
+    Either way every choice and every weight depends on the unit's own rows only, so removing
+    a unit changes no other unit's contribution.
 
 Then one aggregation per group computes every measure: exact integer counts and fixed-point sums
-(see :func:`value_sum`), and, for quantiles, a second statement of per-bucket counts.
+(see :func:`value_sum`), and, for quantiles, a second statement of per-bucket counts. A session
+that knows many units are beyond their bounds runs a scaled statement through
+:func:`all_pairs`: every unit's pairs scaled, without the join that splits the rows (the same
+result, since scaling a pair within its bounds changes nothing).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import assert_never
@@ -55,14 +82,17 @@ __all__ = [
     "QUANTILE_BUCKETS",
     "SUM_CLAMP",
     "Statements",
+    "all_pairs",
     "build_statements",
     "over_statement",
+    "quantile_buckets",
+    "quantile_clamp",
     "with_over",
     "without_heavy",
 ]
 
-QUANTILE_BUCKETS = 1024
-"""Quantiles choose among ``QUANTILE_BUCKETS + 1`` evenly spaced points of ``[L, U]``."""
+QUANTILE_BUCKETS = 2**20
+"""The most buckets a quantile cuts ``[L, U]`` into (see :func:`quantile_buckets`)."""
 SUM_CLAMP = 2**62
 """Integer sums are clamped into ``[-2**62, 2**62]`` in the engine (a 1-Lipschitz map of the
 sum, so no sensitivity changes), so that they and their noise fit int64 exactly."""
@@ -247,7 +277,7 @@ def _rows(
     if where is not None:
         # TRY semantics: a row on which the analyst's filter fails (a CAST, an overflow, a
         # division by zero) is not selected, instead of an error that depends on its value.
-        filters.append(exp.func("COALESCE", exp.Try(this=where.copy()), exp.false()))
+        filters.append(exp.func("COALESCE", exp.Try(this=_null_on_zero(where)), exp.false()))
     for key in keys:
         if key.is_bin:
             nullable = table.column(key.column).nullable
@@ -265,14 +295,40 @@ def _rows(
     return _Rows(tuple(projections), tuple(filters))
 
 
+def _null_on_zero(where: exp.Expr) -> exp.Expr:
+    """Return ``where`` with every divisor ``d`` written ``NULLIF(d, 0)``.
+
+    A division (or remainder) by zero is then NULL on every engine, as Spark computes it and
+    as the filter's TRY semantics state; DuckDB divides a float by zero into an infinity (which
+    ``> 3`` would select) and fails on an integer one.
+    """
+
+    def guard(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Div | exp.IntDiv | exp.Mod):
+            node.set("expression", exp.func("NULLIF", node.expression.copy(), _integer(0)))
+        return node
+
+    return where.copy().transform(guard)
+
+
 _RANGE_MIN = 16
 
 
 def _key_value(key: KeySpec) -> exp.Expr:
-    """Return a group key's value per row: its column, or a computed key's expression."""
-    if key.expression is not None:
+    """Return a group key's value per row: its column, or a computed key's expression.
+
+    A computed key with a numeric domain is cast to the domain's type (BIGINT when every value
+    is an integer, else DOUBLE; NULL where the cast fails, as for NaN): the engines type the
+    same expression differently (``FLOOR`` of a DOUBLE is a DOUBLE on DuckDB, a BIGINT on
+    Spark), and a key's text decides how a unit's groups are ranked (:func:`_key_hash`).
+    """
+    if key.expression is None:
+        return _source_column(key.column)
+    numbers = [v for v in key.domain or () if not isinstance(v, str | bool)]
+    if not numbers or len(numbers) != len(key.domain or ()):
         return key.expression.copy()
-    return _source_column(key.column)
+    kind = "BIGINT" if all(isinstance(v, int) for v in numbers) else "DOUBLE"
+    return exp.TryCast(this=key.expression.copy(), to=exp.DataType.build(kind))
 
 
 def _in_domain(x: exp.Expr, domain: Sequence[object]) -> exp.Expr:
@@ -408,6 +464,187 @@ def _group_limit(
     return [("__pairs", pairs), ("__chosen", chosen), ("__groups", kept)]
 
 
+# -- scaled bounding: sums over rows, per (unit, group) pair ------------------------------------
+@dataclass(frozen=True)
+class _Part:
+    """One summed column of a scaled statement: ``name``, a row's term, a pair's aggregate."""
+
+    name: str
+    row: exp.Expr
+    pair: exp.Expr
+
+
+def _parts(
+    measurements: Sequence[Measurement], values: dict[str, ValueSpec], counted: dict[str, str]
+) -> list[_Part]:
+    """Return the summed columns besides the weight: ``COUNT(col)`` and sums, by position."""
+    parts: list[_Part] = []
+    for i, m in enumerate(measurements):
+        measure = m.measure
+        if isinstance(measure, ColumnCount):
+            column = measure.column
+            alias = values[column].alias if column in values else counted[column]
+            present = exp.Case().when(_ref(alias).is_(exp.null()), _integer(0)).else_(_integer(1))
+            parts.append(_Part(f"__c{i}", present, exp.Count(this=_ref(alias))))
+        elif isinstance(measure, ValueSum):
+            index = _row_index(values[measure.column], measure, m.bits)
+            parts.append(_Part(f"__s{i}", index, exp.Sum(this=index.copy())))
+    return parts
+
+
+def _scales(keys: Sequence[KeySpec], measurements: Sequence[Measurement], has_unit: bool) -> bool:
+    """Whether a statement bounds by scaling: a unit, no histogram bins and no quantiles."""
+    quantiles = any(isinstance(m.measure, QuantileCounts) for m in measurements)
+    return has_unit and not quantiles and not any(k.is_bin for k in keys)
+
+
+def _scaled_bounding(
+    rows: _Rows, keys: Sequence[KeySpec], parts: Sequence[_Part], contribution: Contribution
+) -> list[tuple[str, exp.Select]]:
+    """Return the steps from ``__rows`` to ``__bounded`` (after ``__over``), by scaling.
+
+    ``__bounded`` has one row per row of a unit within its bounds (weight ``__w = 1``, each
+    part its row's term) and one per kept (unit, group) pair of the others, whose ``n`` rows
+    count as ``m = min(n, c)`` (at most ``k`` over the unit's kept pairs, taken in key-hash
+    order: :func:`_kept_pairs`), with each part's exact pair total ``s`` scaled to
+    ``(s m) DIV n`` (integer division, rounding toward zero on both engines); see the
+    module's description.
+    """
+    k, g, c = contribution.rows, contribution.groups, contribution.per_group
+    grouped = _grouped(keys)
+    on = exp.EQ(this=exp.column(UNIT, "__rows"), expression=exp.column(UNIT, OVER))
+    heavy = exp.select(*[exp.column(n, "__rows") for n in rows.names]).from_("__rows")
+    steps: list[tuple[str, exp.Select]] = [("__heavy", heavy.join(OVER, on=on))]
+    items: list[exp.Expr] = [_ref(UNIT), *map(_ref, grouped)]
+    items.append(exp.alias_(exp.Count(this=exp.Star()), "__n"))
+    items += [exp.alias_(p.pair.copy(), p.name) for p in parts]
+    pairs = exp.select(*items).from_("__heavy").group_by(UNIT, *grouped)
+    steps.append(("__pairs", pairs))
+    pair_columns = [UNIT, *grouped, "__n", *[p.name for p in parts]]
+    # Without a limit on groups (g = k), a unit's pairs may hold more than k rows together.
+    rank = bool(grouped) and g < k
+    total = bool(grouped) and (not rank or g * c > k)
+    capped = _least(_ref("__n"), _integer(c))
+    if rank and g == 1 and not total:
+        steps += _one_pair(pair_columns, grouped)
+        steps.append(("__scaled", _scaled(grouped, parts, "__kept", capped)))
+    elif rank or total:
+        steps += _kept_pairs(pair_columns, grouped, contribution, total=total)
+        steps.append(("__scaled", _scaled(grouped, parts, "__kept", _ref("__m"))))
+    else:
+        steps.append(("__scaled", _scaled(grouped, parts, "__pairs", capped)))
+    own: list[exp.Expr] = [_ref(UNIT), *map(_ref, grouped), exp.alias_(_integer(1), "__w")]
+    own += [exp.alias_(p.row.copy(), p.name) for p in parts]
+    steps.append(("__own", exp.select(*own).from_("__rows")))
+    columns = [UNIT, *grouped, "__w", *[p.name for p in parts]]
+    light = exp.select(*columns).from_("__own").join(OVER, using=[UNIT], join_type="ANTI")
+    bounded = exp.union(light, exp.select(*columns).from_("__scaled"), distinct=False)
+    steps.append(("__bounded", exp.select(*columns).from_(bounded.subquery("__all_rows"))))
+    return steps
+
+
+def _least(a: exp.Expr, b: exp.Expr) -> exp.Expr:
+    return exp.func("LEAST", a, b)
+
+
+def _one_pair(columns: Sequence[str], grouped: Sequence[str]) -> list[tuple[str, exp.Select]]:
+    """Return the steps to ``__kept`` for one group per unit: each unit's pair of least key hash.
+
+    A unit's pairs are aggregated per unit (no join): a unit with one pair is that pair (each
+    ``MIN`` is of one value, NULL included); the pairs of a unit with several are ranked as in
+    :func:`_kept_pairs` (a window over those units' pairs only).
+    """
+    mins = [exp.alias_(exp.func("MIN", _ref(n)), n) for n in columns if n != UNIT]
+    units = exp.select(UNIT, "COUNT(*) AS __p", *mins).from_("__pairs").group_by(UNIT)
+    several = exp.select(UNIT).from_("__units").where("__p > 1")
+    on = exp.EQ(this=exp.column(UNIT, "__pairs"), expression=exp.column(UNIT, "__several"))
+    joined = exp.select(*[exp.column(n, "__pairs") for n in columns]).from_("__pairs")
+    order = _ordered(_key_hash(grouped), *map(_ref, grouped))
+    rank = exp.Window(this=exp.RowNumber(), partition_by=[_ref(UNIT)], order=order)
+    ranked = _window_filter(columns, "__split", rank, 1)
+    one = exp.select(*columns).from_("__units").where("__p = 1")
+    kept = exp.union(one, exp.select(*columns).from_("__ranked"), distinct=False)
+    return [
+        ("__units", units),
+        ("__several", several),
+        ("__split", joined.join("__several", on=on)),
+        ("__ranked", ranked),
+        ("__kept", exp.select(*columns).from_(kept.subquery("__k"))),
+    ]
+
+
+def _kept_pairs(
+    columns: Sequence[str], grouped: Sequence[str], contribution: Contribution, *, total: bool
+) -> list[tuple[str, exp.Select]]:
+    """Return the steps to ``__kept``: each kept pair with its weight ``__m``.
+
+    A unit with at most ``g`` pairs whose ``min(n, c)`` total at most ``k`` (``total`` false:
+    that holds for every unit) keeps them all with ``m = min(n, c)``. The others go through
+    a window over their own pairs only, in the order of the key's hash (ties: the keys'
+    order), as truncation ranks groups: the first ``g`` are kept, each with
+    ``m = min(n, c, k - P)`` where ``P`` is the sum of ``min(n, c)`` over the pairs before
+    it, and pairs left with ``m = 0`` are dropped; a unit's pairs are counted by an
+    aggregation and a join, which DuckDB runs faster than a window over every unit.
+    """
+    k, g, c = contribution.rows, contribution.groups, contribution.per_group
+    capped = _least(_ref("__n"), _integer(c))
+    units = exp.select(UNIT, "COUNT(*) AS __p").from_("__pairs").group_by(UNIT)
+    hard: list[exp.Expr] = [exp.GT(this=_ref("__p"), expression=_integer(g))]
+    unit_items = ["__units.__p"]
+    if total:
+        units = units.select(exp.alias_(exp.Sum(this=capped), "__t"))
+        unit_items.append("__units.__t")
+        hard.append(exp.GT(this=_ref("__t"), expression=_integer(k)))
+    on = exp.EQ(this=exp.column(UNIT, "__pairs"), expression=exp.column(UNIT, "__units"))
+    joined = exp.select(*[exp.column(n, "__pairs") for n in columns], *unit_items)
+    joined = joined.from_("__pairs").join("__units", on=on)
+    easy = exp.select(*columns, exp.alias_(capped.copy(), "__m")).from_("__joined")
+    easy = easy.where(exp.not_(exp.or_(*hard)))
+    order = _ordered(_key_hash(grouped), *map(_ref, grouped))
+    rank = exp.Window(this=exp.RowNumber(), partition_by=[_ref(UNIT)], order=order)
+    spec = exp.WindowSpec(kind="ROWS", start="UNBOUNDED", start_side="PRECEDING", end="CURRENT ROW")
+    running = exp.Window(
+        this=exp.Sum(this=capped.copy()), partition_by=[_ref(UNIT)], order=order.copy(), spec=spec
+    )
+    ranked = exp.select(*columns, exp.alias_(rank, "__r"), exp.alias_(running, "__q"))
+    ranked = ranked.from_("__joined").where(exp.or_(*[h.copy() for h in hard]))
+    # m = min(n, c, k - P) with P = __q - min(n, c): the rows taken before this pair.
+    before = exp.paren(exp.Sub(this=_ref("__q"), expression=capped.copy()))
+    left = exp.Sub(this=_integer(k), expression=before)
+    filled = exp.select(*columns, exp.alias_(_least(capped.copy(), left), "__m")).from_("__ranked")
+    filled = filled.where(exp.LTE(this=_ref("__r"), expression=_integer(g)))
+    kept = exp.union(easy, filled, distinct=False)
+    steps = [("__units", units), ("__joined", joined), ("__ranked", ranked)]
+    return [*steps, ("__kept", exp.select(*columns, "__m").from_(kept.subquery("__k")))]
+
+
+def _scaled(grouped: Sequence[str], parts: Sequence[_Part], kept: str, m: exp.Expr) -> exp.Select:
+    """Each kept pair's weight ``m`` and its parts scaled by ``m / n`` (pairs with ``m > 0``)."""
+    items: list[exp.Expr] = [_ref(UNIT), *map(_ref, grouped), exp.alias_(m, "__w")]
+    for p in parts:
+        product = exp.paren(exp.Mul(this=_ref(p.name), expression=m.copy()))
+        items.append(exp.alias_(exp.IntDiv(this=product, expression=_ref("__n")), p.name))
+    return exp.select(*items).from_(kept).where(exp.GT(this=m.copy(), expression=_integer(0)))
+
+
+def _scaled_aggregate(m: Measurement, index: int) -> exp.Expr | None:
+    """Return a measure's aggregate over a scaled statement's ``__bounded`` (sums of parts)."""
+    measure: Measure = m.measure
+    match measure:
+        case RowCount():
+            return exp.Sum(this=_ref("__w"))
+        case UnitCount():
+            return exp.Count(this=exp.Distinct(expressions=[_ref(UNIT)]))
+        case ColumnCount():
+            return exp.Sum(this=_ref(f"__c{index}"))
+        case ValueSum():
+            return _sum_of(exp.cast(_ref(f"__s{index}"), exp.DataType.build("BIGINT")))
+        case QuantileCounts():
+            return None
+        case _:
+            assert_never(measure)
+
+
 # -- the measures --------------------------------------------------------------------------------
 def value_sum(value: ValueSpec, measure: ValueSum, bits: int) -> exp.Expr:
     """Exact integer sum of the rows' fixed-point indices (the rule of :mod:`dpcurator.noise`).
@@ -420,6 +657,11 @@ def value_sum(value: ValueSpec, measure: ValueSum, bits: int) -> exp.Expr:
     ``[-2**62, 2**62]`` (a 1-Lipschitz map: the sensitivity is unchanged). A NULL row stays
     NULL through the clamp, so it adds nothing.
     """
+    return _sum_of(_row_index(value, measure, bits))
+
+
+def _row_index(value: ValueSpec, measure: ValueSum, bits: int) -> exp.Expr:
+    """Return one row's fixed-point index of ``measure`` (BIGINT; NULL for a NULL value)."""
     enc = value.range.encoding(bits, measure.encoding)
     x = _ref(value.alias)
     scaled = exp.Sub(
@@ -441,7 +683,11 @@ def value_sum(value: ValueSpec, measure: ValueSum, bits: int) -> exp.Expr:
         case _:
             assert_never(measure.encoding)
     clamped = _clamp(expression, _number(enc.min_index), _number(enc.max_index))
-    index = exp.cast(exp.func("ROUND", clamped), exp.DataType.build("BIGINT"))
+    return exp.cast(exp.func("ROUND", clamped), exp.DataType.build("BIGINT"))
+
+
+def _sum_of(index: exp.Expr) -> exp.Expr:
+    """``SUM(index)`` of BIGINT terms (0 for no rows), clamped into ``[-2**62, 2**62]``."""
     total = exp.func("COALESCE", exp.Sum(this=index), _integer(0))
     return _clamp(total, _integer(-SUM_CLAMP), _integer(SUM_CLAMP))
 
@@ -468,17 +714,128 @@ def _aggregate(
             assert_never(measure)
 
 
+def quantile_buckets(value: ValueSpec) -> int:
+    """Return how many equal buckets of ``[L, U]`` a quantile counts (from the declaration only).
+
+    The candidate points are the ``buckets + 1`` bucket ends ``L + j (U - L) / buckets``, and
+    bucket ``j`` holds the values in ``[L + j w, L + (j + 1) w)`` (the top one also ``U``). With
+    integer bounds and a width ``W <= 2**20``: ``W 2**j`` buckets for the largest such number
+    ``<= 2**20``, so that every integer is a candidate and a value's bucket ``(x - L) 2**j`` is
+    computed exactly in float64; otherwise :data:`QUANTILE_BUCKETS` (``2**20``). A resolution of
+    at most a millionth of the range is far below the mechanism's spread on any real table; the
+    cost of fine points is only ``ln(buckets + 1)`` in the rank-error bound, since the engine
+    returns the non-empty buckets only and the choice works per run of empty ones
+    (:func:`~dpcurator.mechanisms._exponential.exponential_mechanism_runs`).
+
+    >>> from dpcurator.curator._specs import ValueSpec
+    >>> from dpcurator.noise import FixedPointRange
+    >>> def spec(lower: object, upper: object) -> ValueSpec:
+    ...     return ValueSpec("x", "x", FixedPointRange.from_bounds(lower, upper), False)
+    >>> quantile_buckets(spec(0, 250_000)), quantile_buckets(spec(15, 90))
+    (1000000, 614400)
+    >>> quantile_buckets(spec(0.0, 0.5)), quantile_buckets(spec(0, 2**21))
+    (1048576, 1048576)
+    """
+    width = value.range.width
+    if value.range.lower.denominator == 1 and width.denominator == 1 and width <= QUANTILE_BUCKETS:
+        steps = int(width)
+        return steps << ((QUANTILE_BUCKETS // steps).bit_length() - 1)
+    return QUANTILE_BUCKETS
+
+
 def _quantile_part(keys: Sequence[str], value: ValueSpec) -> exp.Select:
-    per_unit = float(QUANTILE_BUCKETS / value.range.width)
+    buckets = quantile_buckets(value)
+    per_unit = float(buckets / value.range.width)
     offset = exp.Sub(this=_ref(value.alias), expression=_number(value.lower))
     scaled = exp.Mul(this=exp.paren(offset), expression=_number(per_unit))
     index = exp.cast(exp.func("FLOOR", scaled), exp.DataType.build("BIGINT"))
-    bucket = _clamp(index, _integer(0), _integer(QUANTILE_BUCKETS - 1))
+    bucket = _clamp(index, _integer(0), _integer(buckets - 1))
     items: list[exp.Expr | str] = [*keys, exp.alias_(exp.Literal.string(value.column), "__column")]
     items += [exp.alias_(bucket, "__bucket"), "COUNT(*) AS __n"]
     part = exp.select(*items).from_("__bounded")
     part = part.where(exp.not_(_ref(value.alias).is_(exp.null())))
     return part.group_by(*keys, bucket.copy())
+
+
+QUANTILE_CLAMP = 64
+"""A quantile's utility is clamped ``(2 Delta / epsilon)(ln(buckets + 1) + 64)`` ranks below the
+best candidate's (see :func:`quantile_clamp`)."""
+
+
+def quantile_clamp(epsilon: float, sensitivity: float, buckets: int) -> float:
+    """Return ``T``, in ranks: a quantile's utility is ``max(u, OPT - T)``.
+
+    ``u(x) = -|rank(x) - q n|`` and ``OPT = max_x u(x)`` both change by at most ``Delta``
+    between neighbours, so ``max(u, OPT - T)`` does too: the exponential mechanism on it has
+    the same guarantee. It lets the engine return only the buckets next to a run within ``T``
+    of the best (every other run has ``OPT - T``), and it changes no error statement: the stated
+    rank error ``(2 Delta / epsilon) ln((buckets + 1) / (1 - level))`` is below ``T`` for any
+    level below ``1 - e**-64``, and up to ``T`` the clamped and plain utilities order the
+    candidates alike (all clamped points together weigh at most ``e**-64`` of the best one).
+    """
+    return 2.0 * sensitivity / epsilon * (math.log(buckets + 1) + QUANTILE_CLAMP)
+
+
+def _quantile_levels(
+    value: ValueSpec, measurements: Sequence[Measurement], contribution: Contribution
+) -> list[tuple[float, float]]:
+    """Return the column's quantile levels, each with its clamp ``T`` (:func:`quantile_clamp`)."""
+    buckets = quantile_buckets(value)
+    return [
+        (m.measure.level, quantile_clamp(m.epsilon / contribution.groups, m.sensitivity, buckets))
+        for m in measurements
+        if isinstance(m.measure, QuantileCounts) and m.measure.column == value.column
+    ]
+
+
+def _near_quantiles(part: exp.Select, levels: Sequence[tuple[float, float]]) -> exp.Select:
+    """Keep the buckets of an ungrouped ``part`` near its quantiles ``levels`` (``(q, T)``).
+
+    Adds ``__below`` (the count in the lower buckets) and ``__total``, and keeps a bucket when
+    the run just below or just above it (rank ``__below`` or ``__below + __n``) is within
+    ``T + 1`` of the best run's distance to ``q n`` for some level (``+ 1`` absorbs float
+    rounding): every run the clamped utility does not flatten borders a kept bucket (see
+    :func:`quantile_clamp`). With GROUP BY keys the buckets all come back (windows partitioned
+    by the keys cost more than they save).
+    """
+    running = exp.Window(
+        this=exp.Sum(this=_ref("__n")),
+        order=exp.Order(expressions=[exp.Ordered(this=_ref("__bucket"), nulls_first=False)]),
+        spec=exp.WindowSpec(
+            kind="ROWS", start="UNBOUNDED", start_side="PRECEDING", end="CURRENT ROW"
+        ),
+    )
+    total = exp.Window(this=exp.Sum(this=_ref("__n")))
+    prefix = exp.select(
+        "__column",
+        "__bucket",
+        "__n",
+        exp.alias_(exp.Sub(this=running, expression=_ref("__n")), "__below"),
+        exp.alias_(total, "__total"),
+    ).from_(part.subquery("__g"))
+
+    def distance(level: float) -> exp.Expr:
+        target = exp.Mul(this=_double(_number(level)), expression=_double(_ref("__total")))
+        below = _double(_ref("__below"))
+        above = exp.Add(this=below.copy(), expression=_double(_ref("__n")))
+        return exp.func(
+            "LEAST",
+            exp.Abs(this=exp.Sub(this=below, expression=target)),
+            exp.Abs(this=exp.Sub(this=above, expression=target.copy())),
+        )
+
+    best = [
+        exp.alias_(exp.Window(this=exp.Min(this=distance(q))), f"__m{i}")
+        for i, (q, _) in enumerate(levels)
+    ]
+    near = exp.select("*", *best).from_(prefix.subquery("__p"))
+    keep: exp.Expr | None = None
+    for i, (q, clamp) in enumerate(levels):
+        limit = exp.Add(this=_ref(f"__m{i}"), expression=_number(clamp + 1.0))
+        test = exp.LT(this=distance(q), expression=limit)
+        keep = test if keep is None else exp.or_(keep, test)
+    out = exp.select("__column", "__bucket", "__n", "__below", "__total")
+    return out.from_(near.subquery("__d")).where(keep)
 
 
 # -- the statements -----------------------------------------------------------------------------
@@ -497,15 +854,23 @@ def build_statements(
     rows = _rows(table, where, keys, values, list(counted.items()))
     over = over_statement(table, keys, contribution)
     steps: list[tuple[str, exp.Select]] = [("__rows", rows.select())]
+    scaled = _scales(keys, measurements, over is not None)
     if over is not None:
         steps.append((OVER, over))
-        steps += _bounding(rows, keys, values, contribution)
+        if scaled:
+            summed = _parts(measurements, by_column, counted)
+            steps += _scaled_bounding(rows, keys, summed, contribution)
+        else:
+            steps += _bounding(rows, keys, values, contribution)
     else:
         steps.append(("__bounded", exp.select(*rows.names).from_("__rows")))
     aliases = [k.alias for k in keys]
     aggregates = []
-    for m in measurements:
-        sql = _aggregate(m, by_column, counted, over is not None)
+    for i, m in enumerate(measurements):
+        if scaled:
+            sql = _scaled_aggregate(m, i)
+        else:
+            sql = _aggregate(m, by_column, counted, over is not None)
         if sql is not None:
             aggregates.append(exp.alias_(sql, m.result))
     if not aggregates:  # quantiles only: the main statement lists the groups
@@ -516,6 +881,13 @@ def build_statements(
     quantiles = None
     if quantile_columns:
         parts = [_quantile_part(aliases, v) for v in values if v.column in quantile_columns]
+        if not aliases:
+            parts = [
+                _near_quantiles(part, _quantile_levels(v, measurements, contribution))
+                for part, v in zip(
+                    parts, [v for v in values if v.column in quantile_columns], strict=True
+                )
+            ]
         union: exp.Query = parts[0]
         for part in parts[1:]:
             union = exp.union(union, part, distinct=False)
@@ -557,9 +929,15 @@ def with_over(statement: exp.Query, units: exp.Table) -> exp.Query:
     return out
 
 
-_BOUNDING_STEPS = frozenset(
-    {OVER, "__heavy", "__pairs", "__chosen", "__groups", "__per_group", "__truncated"}
+_SCALING_STEPS = frozenset(
+    {"__pairs", "__units", "__joined", "__several", "__split", "__ranked", "__kept", "__scaled"}
 )
+_TRUNCATING_STEPS = frozenset({"__chosen", "__groups", "__per_group", "__truncated"})
+_BOUNDING_STEPS = frozenset({OVER, "__heavy"}) | _TRUNCATING_STEPS | _SCALING_STEPS
+
+
+def _steps(statement: exp.Query) -> set[str]:
+    return {cte.alias for cte in statement.find_all(exp.CTE)}
 
 
 def without_heavy(statement: exp.Query) -> exp.Query:
@@ -568,13 +946,44 @@ def without_heavy(statement: exp.Query) -> exp.Query:
     Only for a table whose units beyond their bounds are known to be none (an empty cached
     :data:`OVER`); the result is then the same, without the bounding steps.
     """
+    light = "__own" if "__own" in _steps(statement) else "__rows"
 
     def replace(node: exp.Expr) -> exp.Expr | None:
         if isinstance(node, exp.CTE) and node.alias in _BOUNDING_STEPS:
             return None
         if isinstance(node, exp.CTE) and node.alias == "__bounded":
-            rows = exp.select("*").from_("__rows")
+            rows = exp.select("*").from_(light)
             return exp.CTE(this=rows, alias=exp.to_identifier("__bounded"))
+        return node
+
+    out = statement.transform(replace)
+    assert isinstance(out, exp.Query)
+    return out
+
+
+def all_pairs(statement: exp.Query) -> exp.Query:
+    """Return a scaled ``statement`` that scales every unit's pairs, reading no :data:`OVER`.
+
+    Scaling a unit within its bounds gives its exact rows' aggregates (``m = n`` and
+    ``(s n) DIV n = s``), so the result is the same as the statement's; when many units are
+    beyond their bounds, one aggregation of all the rows per (unit, group) pair costs less than
+    splitting the rows by a join with those units. A statement that does not scale (it has
+    quantiles or histogram bins) is returned as it is.
+    """
+    if "__own" not in _steps(statement):
+        return statement
+
+    def replace(node: exp.Expr) -> exp.Expr | None:
+        if not isinstance(node, exp.CTE):
+            return node
+        if node.alias in {OVER, "__heavy", "__own"}:
+            return None
+        if node.alias == "__pairs":
+            pairs = node.this.from_("__rows")
+            return exp.CTE(this=pairs, alias=exp.to_identifier("__pairs"))
+        if node.alias == "__bounded":
+            scaled = exp.select("*").from_("__scaled")
+            return exp.CTE(this=scaled, alias=exp.to_identifier("__bounded"))
         return node
 
     out = statement.transform(replace)

@@ -240,8 +240,12 @@ class Table:
     Neighbouring tables differ by all the rows of one privacy unit (add/remove one unit). The
     curator bounds every unit's contribution to what is declared here, inside the query plan:
     at most ``max_rows_per_unit`` rows in total, rows in at most ``max_groups_per_unit`` groups
-    of a GROUP BY, at most ``max_rows_per_group`` rows per group; a unit with more is truncated
-    to a subset chosen by a hash of its own rows (so the choice depends on no other unit).
+    of a GROUP BY, at most ``max_rows_per_group`` rows per group. A unit with more keeps the
+    groups of least key hash; in each, its counts and sums are scaled to ``m`` rows' worth
+    (``m = min(n, max_rows_per_group)``, at most ``max_rows_per_unit`` in all: each sum ``s``
+    of its ``n`` rows becomes ``(s m) DIV n``), or, for quantiles and histograms, it is
+    truncated to ``m`` rows chosen by a hash of its own rows. Either way what it contributes
+    depends on its own rows only.
 
     Parameters
     ----------
