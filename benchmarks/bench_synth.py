@@ -17,10 +17,15 @@ synth-mbi``):
   marginals that dpcurator's AIM and MST measured (the inference alone), against dpcurator's
   inference (:func:`dpcurator.synth.fit_model` and :meth:`Model.sample`) on the same input.
 
+- ``--baseline REV``: dpcurator's own synthesis as of a git revision (its ``dpcurator.synth``
+  package, read with ``git show``, on this checkout's curator), same seed, in a subprocess run
+  just before the current one: the speed-up of a change, measured side by side.
+
 Usage::
 
     .venv/bin/python benchmarks/bench_synth.py                 # Adult, all methods
     .venv/bin/python benchmarks/bench_synth.py --dataset cps --epsilons 1 --peers smartnoise
+    .venv/bin/python benchmarks/bench_synth.py --epsilons 3 --methods aim --baseline HEAD
 """
 
 from __future__ import annotations
@@ -130,6 +135,70 @@ def peer(venv: str, args: list[str], timeout: float) -> tuple[float | None, str]
     return float(json.loads(done.stdout.strip().splitlines()[-1])["seconds"]), ""
 
 
+_BASELINE_RUNNER = """
+import json, sys, time
+import numpy as np
+sys.path.insert(0, sys.argv[1]); sys.path.insert(0, sys.argv[2])
+from bench_synth import DELTA, adult, cps, encode
+from dpcurator.accounting import Budget
+from dpcurator.curator import Session
+from dpcurator.noise import InsecureSeededSource
+from baseline_synth._synthesize import synthesize
+dataset, method, eps, out = sys.argv[3], sys.argv[4], float(sys.argv[5]), sys.argv[6]
+table, _ = adult() if dataset == "adult" else cps()
+names = [c.name for c in table.columns if c.name != table.unit_column]
+with Session(table, Budget(1e6, 1e-3), accountant="zcdp", ledger=":memory:",
+             source=InsecureSeededSource(int(eps * 1000))) as session:
+    start = time.perf_counter()
+    released = synthesize(session, epsilon=eps, delta=DELTA, method=method)
+    seconds = time.perf_counter() - start
+np.save(out, encode(released.table, table, names))
+print(json.dumps({"seconds": seconds, "rounds": released.rounds}))
+"""
+
+
+def baseline(
+    revision: str, work: Path, dataset: str, method: str, *, eps: float, timeout: float
+) -> tuple[np.ndarray | None, float | None, str]:
+    """Run ``method`` with the ``dpcurator.synth`` package of a git revision (same seed)."""
+    package = work / "baseline" / "baseline_synth"
+    if not package.exists():
+        package.mkdir(parents=True)
+        listing = subprocess.run(
+            ["git", "ls-tree", "--name-only", revision, "src/dpcurator/synth/"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+        for path in listing:
+            if path.endswith(".py"):
+                text = subprocess.run(
+                    ["git", "show", f"{revision}:{path}"],
+                    cwd=ROOT,
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                ).stdout
+                text = text.replace("dpcurator.synth.", "baseline_synth.")
+                (package / Path(path).name).write_text(text)
+        (work / "baseline" / "runner.py").write_text(_BASELINE_RUNNER)
+    out = work / f"baseline-{method}-{eps}.npy"
+    try:
+        done = subprocess.run(
+            [sys.executable, str(work / "baseline" / "runner.py"), str(work / "baseline"),
+             str(ROOT / "benchmarks"), dataset, method, str(eps), str(out)],
+            capture_output=True, text=True, timeout=timeout, check=False,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return None, None, f"timeout after {timeout:.0f} s"
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines() or [f"exit status {done.returncode}"]
+        return None, None, "failed: " + lines[-1][:200]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    return np.load(out), float(report["seconds"]), f"{report['rounds']} rounds"
+
+
 def run(
     dataset: str,
     *,
@@ -139,6 +208,7 @@ def run(
     timeout: float,
     skip: frozenset[str] = frozenset(),
     time_limit: float | None = None,
+    revision: str | None = None,
 ) -> list[dict[str, Any]]:
     table, target_name = adult() if dataset == "adult" else cps()
     names = [c.name for c in table.columns if c.name != table.unit_column]
@@ -169,6 +239,11 @@ def run(
 
     for eps in epsilons:
         for method in methods:
+            if revision is not None:
+                old, seconds_old, note = baseline(
+                    revision, work, dataset, method, eps=eps, timeout=timeout
+                )
+                record(f"dpcurator {method} ({revision})", eps, old, seconds_old, note)
             with Session(
                 table,
                 Budget(1e6, 1e-3),
@@ -262,6 +337,7 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--time-limit", type=float, default=None, help="dpcurator's fits")
     parser.add_argument("--skip-peer-methods", default="", help="e.g. aim: SmartNoise MST only")
+    parser.add_argument("--baseline", default=None, help="a git revision of dpcurator.synth")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/synth.json")
     args = parser.parse_args()
     epsilons = [float(e) for e in args.epsilons.split(",")]
@@ -276,6 +352,7 @@ def main() -> None:
         timeout=args.timeout,
         skip=skip,
         time_limit=args.time_limit,
+        revision=args.baseline,
     )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=1))

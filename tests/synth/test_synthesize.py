@@ -114,12 +114,16 @@ DELTA = 1e-3
 def _measurements(frame: pd.DataFrame, declared_rows: int, sigma: float, seed: int) -> np.ndarray:
     """``N`` noisy counts of the cell ``sex = 'F'`` of the one-way marginal of ``sex``."""
     table = _table(frame, rows=declared_rows)
-    with Session(table, Budget.unlimited(), ledger=":memory:") as session:
-        attrs = attributes(table, ["sex"])
-        query = MarginalQuery.build(session, table, attrs, (0,))
-        exact = query.exact(session, attrs)
-        noisy = query.noisy(np.tile(exact, N), sigma, InsecureSeededSource(seed))
-    return noisy.reshape(N, 2)[:, 0]
+    source = InsecureSeededSource(seed)
+    with Session(
+        table, Budget.unlimited(), accountant="zcdp", ledger=":memory:", source=source
+    ) as session:
+        query = MarginalQuery.build(session, table, attributes(table, ["sex"]), (0,))
+        # The synthesis's measurement step, inside the session: N of them, all charged.
+        rho = N * query.l2sq / (2 * sigma**2) * (1 + 1e-9)
+        steps = session.charged_measurements("audit", [ZCDPEvent(rho=rho)], rho)
+        noisy = np.stack([query.noisy(steps, sigma) for _ in range(N)])
+    return noisy[:, 0]
 
 
 @pytest.mark.statistical
@@ -212,6 +216,80 @@ def test_the_model_recovers_consistent_marginals_of_a_tree() -> None:
     rows = model.sample(2000, InsecureSeededSource(0))
     flat = np.ravel_multi_index((rows[:, 0], rows[:, 1]), (3, 3))
     assert np.abs(np.bincount(flat, minlength=9) - counts((0, 1))).max() <= 2  # systematic
+
+
+def _random_problem(seed: int) -> tuple[tuple[int, ...], list[Marginal]]:
+    """Noisy marginals of random data over 5 attributes: a model with interleaved axes."""
+    rng = np.random.default_rng(seed)  # the data and a stand-in for noise, not privacy
+    sizes = (3, 2, 4, 2, 3)
+    x = rng.integers(0, 2, (3000, 5)) * np.array([1, 1, 2, 1, 1]) + rng.integers(0, 2, (3000, 5))
+    x = np.minimum(x, np.array(sizes) - 1)
+    out = []
+    for clique in [(0,), (1,), (2,), (3,), (4,), (0, 2, 4), (1, 3), (0, 1, 2), (2, 3, 4), (0, 4)]:
+        shape = tuple(sizes[a] for a in clique)
+        flat = np.ravel_multi_index(tuple(x[:, a] for a in clique), shape)
+        counts = np.bincount(flat, minlength=int(np.prod(shape))).astype(float)
+        out.append(Marginal(clique, counts + rng.normal(0, 3, counts.size), 3.0))
+    return sizes, out
+
+
+def test_belief_propagation_and_the_loss_match_the_joint_table() -> None:
+    from dpcurator.synth._model import (
+        JunctionTree,
+        _merged,
+        _Objective,
+        _total,
+    )
+
+    sizes, measurements = _random_problem(0)
+    tree = JunctionTree(sizes, [m.clique for m in measurements])
+    rng = np.random.default_rng(1)  # random potentials, not privacy
+    theta = [rng.normal(0, 2, tuple(sizes[a] for a in c)) for c in tree.cliques]
+    joint = np.zeros(sizes)
+    for c, t in zip(tree.cliques, theta, strict=True):
+        joint = joint + t.reshape(tuple(sizes[a] if a in c else 1 for a in range(len(sizes))))
+    joint = np.exp(joint - joint.max())
+    joint /= joint.sum()
+    mu = tree.calibrate(theta)
+    for c, table in zip(tree.cliques, mu, strict=True):
+        other = tuple(a for a in range(len(sizes)) if a not in c)
+        np.testing.assert_allclose(table, joint.sum(axis=other), rtol=1e-10, atol=1e-15)
+    merged = _merged(measurements)
+    homes = [tree.containing(m.clique) for m in merged]
+    total = _total(merged)
+    evaluation = _Objective(tree, merged, [h for h in homes if h is not None], total)(mu)
+    loss = 0.0
+    for m in merged:
+        other = tuple(a for a in range(len(sizes)) if a not in m.clique)
+        diff = (joint.sum(axis=other).reshape(-1) * total - m.values) / m.sigma
+        loss += 0.5 * float(diff @ diff)
+    assert evaluation.loss == pytest.approx(loss, rel=1e-10)
+
+
+def test_warm_start_and_tolerance_end_the_fit_early_at_the_same_accuracy() -> None:
+    sizes, measurements = _random_problem(2)
+    full = fit_model(sizes, measurements, iterations=400)
+    early = fit_model(sizes, measurements, iterations=400, tolerance=0.01)
+    assert early.iterations < full.iterations
+    assert early.loss <= 1.05 * full.loss
+    # A warm start from the fitted model begins where it ended.
+    warm = fit_model(sizes, measurements, iterations=1, warm_start=full)
+    assert warm.loss <= full.loss * (1 + 1e-9)
+    # Negative control: one step from the default start is far from the fitted loss.
+    cold = fit_model(sizes, measurements, iterations=1)
+    assert cold.loss > 1.5 * full.loss
+    # Marginals read from the model's kept marginals equal fresh ones.
+    fresh = fit_model(sizes, measurements, iterations=400)
+    for clique in [(0, 2, 4), (0, 2), (4,), (1, 2, 3), (1, 3), (0, 1, 3, 4)]:
+        np.testing.assert_allclose(full.marginal(clique), fresh.marginal(clique), rtol=1e-12)
+    for clique in [(0,), (2, 4), (1, 2, 3)]:  # summed from kept supersets this time
+        np.testing.assert_allclose(
+            full.marginal(clique),
+            fit_model(sizes, measurements, iterations=400).marginal(clique),
+            rtol=1e-12,
+        )
+    with pytest.raises(InvalidParameterError, match="tolerance"):
+        fit_model(sizes, measurements, tolerance=1.5)
 
 
 # -- budget and ledger ---------------------------------------------------------------------------

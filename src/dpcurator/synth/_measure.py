@@ -10,37 +10,30 @@ last in the last, NULL in none). It is asked as one aggregate query,
 (a binned column being the computed key ``CASE WHEN x < e1 THEN 0 ... END``), planned by the
 session (:meth:`~dpcurator.curator.Session.plan`): the plan bounds every privacy unit's
 contribution as the table declares it (at most ``k`` rows, in at most ``g`` cells, at most
-``c`` rows per cell) and binds the statement in the engine, without reading a row. Its
-sensitivities follow from the plan's bounds alone:
-
-- L1: ``Delta_1 = min(k, g' c)`` (``g' = min(g, k, cells)``),
-- L2: ``Delta_2^2 = q c^2 + r^2`` with ``q = min(g', floor(Delta_1 / c))`` full cells and the
-  remainder ``r = min(Delta_1 - q c, c)`` in one more cell if ``q < g'`` (the largest squared
-  norm of a non-negative integer vector with sum ``Delta_1``, entries at most ``c`` and at most
-  ``g'`` of them non-zero),
-
-for add/remove of one privacy unit, computed exactly in integers.
+``c`` rows per cell) and binds the statement in the engine, without reading a row. Its L1 and
+L2 sensitivities follow from the plan's bounds alone
+(:func:`~dpcurator.curator.count_sensitivities`), and it is measured inside the session
+(:meth:`~dpcurator.curator.Session.charged_measurements`): the synthesis never holds an exact
+count.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcurator.curator import Plan, Session, Table
-from dpcurator.curator._measure import fetch
+from dpcurator.curator import ChargedMeasurements, Plan, Session, Table, count_sensitivities
 from dpcurator.curator._table import check_bins
 from dpcurator.errors import InvalidParameterError, QueryError
-from dpcurator.mechanisms import discrete_gaussian_mechanism
-from dpcurator.noise import RandomSource
 
-__all__ = ["Attribute", "MarginalQuery", "attributes", "l2_squared", "sigma_for"]
+__all__ = ["Attribute", "MarginalQuery", "attributes", "sigma_for"]
 
 
 @dataclass(frozen=True)
@@ -147,26 +140,6 @@ def attributes(
     return out
 
 
-def l2_squared(plan: Plan) -> tuple[int, int]:
-    """``(Delta_1, Delta_2 ** 2)`` of a marginal's counts under the plan's bounds (exact).
-
-    >>> from dpcurator.curator._specs import Contribution
-    >>> from types import SimpleNamespace
-    >>> l2_squared(SimpleNamespace(contribution=Contribution(rows=4, groups=4, per_group=4,
-    ...                                                     cells=4)))
-    (4, 16)
-    >>> l2_squared(SimpleNamespace(contribution=Contribution(rows=5, groups=3, per_group=2,
-    ...                                                     cells=5)))
-    (5, 9)
-    """
-    c = plan.contribution
-    per_cell = c.per_group
-    l1 = c.rows_l1
-    full = min(c.groups, l1 // per_cell)
-    rest = min(l1 - full * per_cell, per_cell) if full < c.groups else 0
-    return l1, full * per_cell * per_cell + rest * rest
-
-
 def sigma_for(l2sq: int, rho: Fraction) -> float:
     """Return the smallest float ``sigma`` found with ``Delta_2^2 / (2 sigma^2) <= rho`` (exact)."""
     if rho <= 0:
@@ -179,7 +152,7 @@ def sigma_for(l2sq: int, rho: Fraction) -> float:
 
 @dataclass
 class MarginalQuery:
-    """One marginal: its attributes (indices, ascending), SQL, plan and sensitivities."""
+    """One marginal: its attributes (indices, ascending), SQL, plan, sensitivities and cells."""
 
     clique: tuple[int, ...]
     sql: str
@@ -187,6 +160,8 @@ class MarginalQuery:
     l1: int
     l2sq: int
     cells: int
+    keys: tuple[tuple[Any, ...], ...] = field(repr=False)
+    """The group keys of its cells, in C order over the attributes' values (public)."""
 
     @classmethod
     def build(
@@ -197,46 +172,16 @@ class MarginalQuery:
         name = '"' + table.name.replace('"', '""') + '"'
         sql = f"SELECT {', '.join(keys)}, COUNT(*) AS n FROM {name} GROUP BY {', '.join(keys)}"
         plan = session.plan(sql, epsilon=1.0)  # the bounds; its own noise is never used
-        l1, l2sq = l2_squared(plan)
-        return cls(clique, sql, plan, l1, l2sq, math.prod(attrs[i].size for i in clique))
+        l1, l2sq = count_sensitivities(plan)
+        cells = tuple(itertools.product(*(attrs[i].values for i in clique)))
+        return cls(clique, sql, plan, l1, l2sq, len(cells), cells)
 
-    def exact(self, session: Session, attrs: Sequence[Attribute]) -> NDArray[np.int64]:
-        """Run the bounded statement in the engine: the exact counts, flattened (C order).
+    def noisy(self, steps: ChargedMeasurements, sigma: float) -> NDArray[np.float64]:
+        """Measure the counts with discrete Gaussian noise of parameter ``sigma`` (exact sampler).
 
-        Private: only ever noised or used inside a DP selection.
+        Inside the session, through the measurements charged for the synthesis
+        (:meth:`~dpcurator.curator.Session.charged_measurements`): ``rho``-zCDP with ``rho =
+        Delta_2^2 / (2 sigma^2)`` for add/remove of one privacy unit, ``Delta_2`` the counts'
+        L2 sensitivity under the plan's bounds (Canonne, Kamath and Steinke 2020, Theorem 14).
         """
-        result = fetch(self.plan, session._read(self.plan))
-        column = next(m.result for m in self.plan.measurements)
-        counts = result.columns[column]
-        index = [{v: j for j, v in enumerate(attrs[i].values)} for i in self.clique]
-        out = np.zeros(self.cells, dtype=np.int64)
-        shape = tuple(attrs[i].size for i in self.clique)
-        for key, count in zip(result.keys, counts, strict=True):
-            where = [index[p].get(_plain(v)) for p, v in enumerate(key)]
-            if any(w is None for w in where):
-                continue  # outside the public domain (never released)
-            out[np.ravel_multi_index(tuple(int(w) for w in where if w is not None), shape)] += int(
-                count
-            )
-        return out
-
-    def noisy(
-        self, counts: NDArray[np.int64], sigma: float, source: RandomSource
-    ) -> NDArray[np.float64]:
-        """Add discrete Gaussian noise of parameter ``sigma`` to the counts (exact sampler).
-
-        ``rho``-zCDP with ``rho = Delta_2^2 / (2 sigma^2)`` for add/remove of one privacy unit,
-        ``Delta_2`` the counts' L2 sensitivity under the plan's bounds (Canonne, Kamath and
-        Steinke 2020, Theorem 14; :func:`dpcurator.mechanisms.discrete_gaussian_mechanism`).
-        """
-        released = discrete_gaussian_mechanism(
-            counts, sigma=sigma, sensitivity=math.sqrt(self.l2sq), source=source
-        )
-        return np.asarray(released.value, dtype=np.float64)
-
-
-def _plain(value: Any) -> Any:
-    """Return an engine's value as a plain Python one (numpy scalars as Python scalars)."""
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
+        return steps.gaussian(self.plan, self.keys, sigma)

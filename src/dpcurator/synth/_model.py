@@ -13,6 +13,17 @@ and the step chosen by Armijo backtracking (McKenna, Sheldon and Miklau 2019, "G
 based estimation and inference for differential privacy", ICML, Algorithm 1). Everything here
 reads the noisy marginals only: it is post-processing and costs no privacy.
 
+Where the time goes, and what keeps it short: each step evaluates the loss a few times, each
+evaluation is one belief propagation and one projection of the clique marginals onto the
+measured cliques. Sums of a large table down to a few of its axes, and broadcasts back, go
+through a precomputed index (``bincount`` and a gather: one pass over the cells, where
+numpy's reductions over interleaved axes are several times slower); the measurements of one
+clique are projected through a tree of intermediate tables (several measured cliques lacking
+one attribute are summed from one table with it summed out); belief propagation divides a
+clique's marginal by a child's message instead of recomputing the other children's product.
+A fit may start from an earlier model's potentials (``warm_start``, as AIM does each round)
+and stop once the loss has stopped falling (``tolerance``).
+
 Synthetic rows are drawn from the fitted model along the junction tree, each clique's new
 attributes conditionally on its separator, with systematic sampling (each conditional count is
 the expected one rounded up or down), as in the authors' ``mbi`` library.
@@ -49,6 +60,8 @@ Clique = tuple[int, ...]
 _TINY = 1e-300
 _BACKTRACKS = 20
 """Halvings of the step the line search tries before it declares the descent converged."""
+_WINDOW = 50
+"""Steps over which ``fit_model``'s convergence test compares the loss."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +95,68 @@ def _project(values: FloatArray, attrs: Clique, keep: Clique) -> FloatArray:
     """Sum a (probability) table over ``attrs`` down to ``keep`` (a sorted subset)."""
     axes = tuple(i for i, a in enumerate(attrs) if a not in keep)
     return np.asarray(values.sum(axis=axes), dtype=np.float64) if axes else values
+
+
+_INDEXED_CELLS = 1 << 22
+"""Largest table (cells) whose sums and broadcasts go through a precomputed index."""
+_UNDERFLOW = 1e-280
+"""Below this, a sum of ``exp`` scaled by the table's maximum is recomputed group by group."""
+
+
+class _Map:
+    """Sum a table over ``attrs`` down to ``keep`` (a sorted subset), and broadcast back.
+
+    Both go through a precomputed index (each cell's cell in the smaller table), by
+    ``bincount`` and by gathering: numpy's reductions and broadcasts over several interleaved
+    axes of a C-ordered table are far slower than one pass over the cells. Tables larger than
+    ``_INDEXED_CELLS`` use numpy's (no index is kept).
+    """
+
+    def __init__(self, attrs: Clique, keep: Clique, sizes: Sequence[int]) -> None:
+        self.attrs, self.keep = attrs, keep
+        self.shape = tuple(sizes[a] for a in attrs)
+        self.keep_shape = tuple(sizes[a] for a in keep)
+        self.broadcast = _shape(keep, attrs, sizes)
+        self.cells = math.prod(self.keep_shape)
+        self.index: NDArray[np.intp] | None = None
+        if keep != attrs and keep and math.prod(self.shape) <= _INDEXED_CELLS:
+            self.index = _flat_index(attrs, keep, sizes)
+
+    def project(self, table: FloatArray) -> FloatArray:
+        """Return ``table`` summed down to ``keep`` (shaped over ``keep``)."""
+        if self.index is None:
+            return _project(table, self.attrs, self.keep)
+        flat = np.bincount(self.index, weights=table.reshape(-1), minlength=self.cells)
+        return np.asarray(flat, dtype=np.float64).reshape(self.keep_shape)
+
+    def expand(self, values: FloatArray) -> FloatArray:
+        """Return ``values`` (over ``keep``) broadcast to a table over ``attrs``."""
+        if self.index is None:
+            return np.broadcast_to(values.reshape(self.broadcast), self.shape)
+        return values.reshape(-1)[self.index].reshape(self.shape)
+
+    def log_sum_exp(self, table: FloatArray) -> FloatArray:
+        """Return ``log(sum(exp(table)))`` down to ``keep``, exactly where sums underflow."""
+        top = float(np.max(table))
+        if not math.isfinite(top):
+            return _lse(table, tuple(i for i, a in enumerate(self.attrs) if a not in self.keep))
+        sums = self.project(np.exp(table - top))
+        if float(np.min(sums)) < _UNDERFLOW:  # a group far below the maximum: max per group
+            return _lse(table, tuple(i for i, a in enumerate(self.attrs) if a not in self.keep))
+        return np.asarray(np.log(sums) + top, dtype=np.float64)
+
+
+def _flat_index(attrs: Clique, keep: Clique, sizes: Sequence[int]) -> NDArray[np.intp]:
+    """For each cell of a table over ``attrs`` (C order), its cell in the table over ``keep``."""
+    index = np.zeros(tuple(sizes[a] for a in attrs), dtype=np.intp)
+    stride = 1
+    for a in reversed(keep):
+        axis = attrs.index(a)
+        index += (np.arange(sizes[a], dtype=np.intp) * stride).reshape(
+            tuple(sizes[a] if i == axis else 1 for i in range(len(attrs)))
+        )
+        stride *= sizes[a]
+    return index.reshape(-1)
 
 
 def _elimination_cliques(sizes: Sequence[int], cliques: Sequence[Clique]) -> list[Clique]:
@@ -179,6 +254,7 @@ class JunctionTree:
             if up is not None:
                 self.children[up].append(child)
         self._separators = {i: self._separator(i) for i in range(n)}
+        self._kept_maps: dict[int, tuple[_Map, _Map]] | None = None
 
     def _separator(self, child: int) -> Clique:
         up = self.parent[child]
@@ -206,38 +282,53 @@ class JunctionTree:
     def calibrate(self, potentials: Sequence[FloatArray]) -> list[FloatArray]:
         """Return each clique's marginal (probabilities) of ``p ∝ exp(sum of potentials)``.
 
-        Two passes of sum-product belief propagation in log space.
+        Two passes of sum-product belief propagation, messages in log space. Upward, each
+        clique's potential plus its children's messages, summed to its separator; downward,
+        a clique's marginal times ``exp`` of its parent's message, and the message to a child
+        is the clique's marginal summed to their separator divided by the child's upward
+        message (Shafer-Shenoy's division; the product over the other children is not
+        recomputed).
         """
+        maps = self._maps()
         up: dict[int, FloatArray] = {}
+        partial: dict[int, FloatArray] = {}
         for node in reversed(self.order):
             belief = potentials[node]
             for child in self.children[node]:
-                belief = belief + self._expand(up[child], self.separator(child), node)
-            up[node] = self._sum_to(belief, node, self.separator(node))
+                belief = belief + maps[child][1].expand(up[child])
+            partial[node] = belief
+            if self.parent[node] is not None:
+                up[node] = maps[node][0].log_sum_exp(belief)
         beliefs: list[FloatArray] = [np.empty(0)] * len(self.cliques)
         down: dict[int, FloatArray] = {}
         for node in self.order:
-            belief = potentials[node]
+            belief = partial[node]
             if self.parent[node] is not None:
-                belief = belief + self._expand(down[node], self.separator(node), node)
-            children = self.children[node]
-            for child in children:
-                belief = belief + self._expand(up[child], self.separator(child), node)
-            for child in children:
-                sep = self.separator(child)
-                without = belief - self._expand(up[child], sep, node)
-                down[child] = self._sum_to(without, node, sep)
-            log_z = float(_lse(belief, tuple(range(belief.ndim))))
-            beliefs[node] = np.exp(belief - log_z)
+                belief = belief + maps[node][0].expand(down[node])
+            top = float(np.max(belief))
+            weights = np.exp(belief - top)
+            total = float(np.sum(weights))
+            beliefs[node] = weights / total
+            log_z = top + math.log(total)
+            for child in self.children[node]:
+                sums = maps[child][1].project(beliefs[node])
+                with np.errstate(divide="ignore"):
+                    down[child] = np.log(sums) + (log_z - up[child])
         return beliefs
 
-    def _expand(self, values: FloatArray, attrs: Clique, node: int) -> FloatArray:
-        target = self.cliques[node]
-        return values.reshape(_shape(attrs, target, self.sizes))
-
-    def _sum_to(self, values: FloatArray, node: int, keep: Clique) -> FloatArray:
-        attrs = self.cliques[node]
-        return _lse(values, tuple(i for i, a in enumerate(attrs) if a not in keep))
+    def _maps(self) -> dict[int, tuple[_Map, _Map]]:
+        """Per non-root clique: maps from it, and from its parent, to their separator."""
+        if self._kept_maps is None:
+            self._kept_maps = {}
+            for node in self.order:
+                up = self.parent[node]
+                if up is not None:
+                    sep = self.separator(node)
+                    self._kept_maps[node] = (
+                        _Map(self.cliques[node], sep, self.sizes),
+                        _Map(self.cliques[up], sep, self.sizes),
+                    )
+        return self._kept_maps
 
 
 @dataclass
@@ -265,6 +356,7 @@ class Model:
     loss: float = math.nan
     iterations: int = 0
     potentials: list[FloatArray] = field(default_factory=list)
+    _kept: dict[Clique, FloatArray] = field(default_factory=dict, init=False, repr=False)
 
     @property
     def cliques(self) -> list[Clique]:
@@ -275,14 +367,25 @@ class Model:
         """Return the model's counts over ``attrs`` (sorted), flattened: ``N p(x_attrs)``.
 
         Read from a clique containing them, else by variable elimination over the calibrated
-        tree (``p = prod_C mu_C / prod_S mu_S``).
+        tree (``p = prod_C mu_C / prod_S mu_S``). Marginals already computed are kept, and a
+        marginal contained in one of them is summed from the smallest such (AIM asks for every
+        subset of its workload's cliques, largest first, each round).
         """
         clique = tuple(sorted(attrs))
-        at = self.tree.containing(clique)
-        if at is not None:
-            table = _project(self.marginals[at], self.tree.cliques[at], clique)
-        else:
-            table = self._eliminate(clique)
+        table = self._kept.get(clique)
+        if table is None:
+            kept = [c for c in self._kept if set(clique) <= set(c)]
+            source = min(kept, key=lambda c: self._kept[c].size, default=None)
+            at = self.tree.containing(clique)
+            if source is not None and (
+                at is None or self._kept[source].size < self.marginals[at].size
+            ):
+                table = _project(self._kept[source], source, clique)
+            elif at is not None:
+                table = _project(self.marginals[at], self.tree.cliques[at], clique)
+            else:
+                table = self._eliminate(clique)
+            self._kept[clique] = table
         return np.asarray(table.reshape(-1) * self.total, dtype=np.float64)
 
     def _eliminate(self, keep: Clique) -> FloatArray:
@@ -436,6 +539,151 @@ def _initial(
     return theta
 
 
+@dataclass(frozen=True)
+class _Node:
+    """A table the loss projects onto: a measured clique, or an intermediate shared by several."""
+
+    attrs: Clique
+    parent: int | None
+    """Position of the table it is summed from (None: its home clique's marginal)."""
+    measurement: int | None
+    """The measurement it estimates (None: an intermediate table)."""
+
+
+def _projections(
+    attrs: Clique,
+    targets: Sequence[tuple[Clique, int]],
+    sizes: Sequence[int],
+    parent: int | None,
+    out: list[_Node],
+) -> None:
+    """Append the nodes that project a table over ``attrs`` onto each target (measurement).
+
+    Greedy: while several targets lack one attribute, sum that attribute out once (the one that
+    saves the most cell reads) into an intermediate table and project those targets from it,
+    recursively; the others are summed from the table directly. Parents come before children.
+    """
+    cells = math.prod(sizes[a] for a in attrs)
+    remaining = list(targets)
+    while len(remaining) > 1:
+        best: tuple[float, int] | None = None
+        for a in attrs:
+            group = sum(1 for clique, _ in remaining if a not in clique)
+            saved = (group - 1) * cells - group * cells / sizes[a]
+            if group > 1 and saved > 0 and (best is None or saved > best[0]):
+                best = (saved, a)
+        if best is None:
+            break
+        dropped = best[1]
+        group_targets = [t for t in remaining if dropped not in t[0]]
+        remaining = [t for t in remaining if dropped in t[0]]
+        inner = tuple(a for a in attrs if a != dropped)
+        same = [t for t in group_targets if t[0] == inner]
+        out.append(_Node(inner, parent, same[0][1] if same else None))
+        _projections(inner, [t for t in group_targets if t[0] != inner], sizes, len(out) - 1, out)
+    for clique, measurement in remaining:
+        out.append(_Node(clique, parent, measurement))
+        if clique == attrs:
+            continue
+
+
+@dataclass(frozen=True)
+class _Evaluation:
+    """The loss at a point, its gradient per clique, and each measurement's estimate and slope."""
+
+    loss: float
+    gradient: list[FloatArray]
+    estimates: list[FloatArray]
+    slopes: list[FloatArray]
+
+
+class _Objective:
+    r"""The weighted squared loss ``sum_C |N mu_C - y_C|^2 / (2 sigma_C^2)`` and its gradient.
+
+    The measurements of one junction-tree clique (their home) are projected from its marginal
+    through a tree of tables (see :func:`_projections`): several measured cliques that lack an
+    attribute are summed from one table with that attribute summed out, so the large tables are
+    read a few times per evaluation instead of once per measurement; the gradient flows back
+    through the same tree. The values are those of projecting every measurement from its home
+    (the sums are regrouped only).
+    """
+
+    def __init__(
+        self,
+        tree: JunctionTree,
+        measurements: Sequence[Marginal],
+        homes: Sequence[int],
+        total: float,
+    ) -> None:
+        self.tree = tree
+        self.measurements = list(measurements)
+        self.total = total
+        by_home: dict[int, list[tuple[Clique, int]]] = {}
+        for i, (m, home) in enumerate(zip(measurements, homes, strict=True)):
+            by_home.setdefault(home, []).append((m.clique, i))
+        self.plans: dict[int, list[tuple[_Node, _Map]]] = {}
+        for home, targets in sorted(by_home.items()):
+            nodes: list[_Node] = []
+            _projections(tree.cliques[home], sorted(targets), tree.sizes, None, nodes)
+            self.plans[home] = [
+                (
+                    node,
+                    _Map(
+                        tree.cliques[home] if node.parent is None else nodes[node.parent].attrs,
+                        node.attrs,
+                        tree.sizes,
+                    ),
+                )
+                for node in nodes
+            ]
+
+    def __call__(self, mu: Sequence[FloatArray]) -> _Evaluation:
+        """Return the loss, its gradient with respect to each clique's marginal, the estimates."""
+        total = self.total
+        count = len(self.measurements)
+        estimates: list[FloatArray] = [np.empty(0)] * count
+        slopes: list[FloatArray] = [np.empty(0)] * count
+        gradient: list[FloatArray] = [np.zeros(t.shape) for t in mu]
+        loss = 0.0
+        for home, plan in self.plans.items():
+            tables: list[FloatArray] = []
+            for node, projection in plan:  # parents first
+                source = mu[home] if node.parent is None else tables[node.parent]
+                table = projection.project(source)
+                tables.append(table)
+                if node.measurement is not None:
+                    m = self.measurements[node.measurement]
+                    est = table.reshape(-1) * total
+                    diff = (est - m.values) / m.sigma
+                    loss += 0.5 * float(diff @ diff)
+                    estimates[node.measurement] = est
+                    slopes[node.measurement] = diff / m.sigma
+            # The gradient, children first: each table's slopes broadcast into its parent's.
+            accumulated: list[FloatArray | None] = [None] * len(plan)
+            for position in range(len(plan) - 1, -1, -1):
+                node, projection = plan[position]
+                values = accumulated[position]
+                if node.measurement is not None:
+                    own = slopes[node.measurement].reshape(tables[position].shape)
+                    values = own if values is None else values + own
+                if values is None:
+                    continue
+                if node.parent is None:
+                    gradient[home] += projection.expand(values)
+                    continue
+                held = accumulated[node.parent]
+                expanded = projection.expand(values)
+                accumulated[node.parent] = expanded.copy() if held is None else held + expanded
+        return _Evaluation(loss, gradient, estimates, slopes)
+
+    def predicted(self, before: _Evaluation, after: _Evaluation) -> float:
+        """``<grad L(before), mu_before - mu_after>``, from the measured projections alone."""
+        return sum(
+            float(s @ (a - b))
+            for s, a, b in zip(before.slopes, before.estimates, after.estimates, strict=True)
+        )
+
+
 def fit_model(
     sizes: Sequence[int],
     measurements: Sequence[Marginal],
@@ -443,6 +691,7 @@ def fit_model(
     iterations: int = 1000,
     extra_cliques: Sequence[Clique] = (),
     warm_start: Model | None = None,
+    tolerance: float = 0.0,
     deadline: float | None = None,
     callback: Callable[[int, float], None] | None = None,
 ) -> Model:
@@ -460,6 +709,9 @@ def fit_model(
         Further cliques the model must hold (none measured).
     warm_start : Model, optional
         A model whose potentials start the descent (cliques contained in the new tree's).
+    tolerance : float, default 0
+        Stop once the last ``_WINDOW`` (50) steps lowered the loss by less than this fraction
+        of it (0: run all the iterations).
     deadline : float, optional
         A ``time.monotonic()`` value after which the descent stops.
     callback : callable, optional
@@ -480,6 +732,8 @@ def fit_model(
     """
     if not measurements:
         raise InvalidParameterError("measurements", [], "must hold at least one noisy marginal")
+    if not 0.0 <= tolerance < 1.0:
+        raise InvalidParameterError("tolerance", tolerance, "must be in [0, 1)")
     total = _total(measurements)
     measurements = _merged(measurements)
     tree = JunctionTree(sizes, [m.clique for m in measurements] + list(extra_cliques))
@@ -500,46 +754,40 @@ def fit_model(
                     _shape(old_attrs, tree.cliques[home], tree.sizes)
                 )
 
-    def loss_and_gradient(mu: list[FloatArray]) -> tuple[float, list[FloatArray]]:
-        loss = 0.0
-        grad = [np.zeros(s) for s in shapes]
-        for m, home in zip(measurements, homes, strict=True):
-            attrs = tree.cliques[home]
-            est = _project(mu[home], attrs, m.clique).reshape(-1) * total
-            diff = (est - m.values) / m.sigma
-            loss += 0.5 * float(diff @ diff)
-            g = (diff / m.sigma).reshape(tuple(tree.sizes[a] for a in m.clique))
-            grad[home] = grad[home] + g.reshape(_shape(m.clique, attrs, tree.sizes))
-        return loss, grad
+    objective = _Objective(tree, measurements, homes, total)
 
     mu = tree.calibrate(theta)
-    loss, grad = loss_and_gradient(mu)
+    current = objective(mu)
     step = 1.0 / (total * max(1.0 / m.sigma**2 for m in measurements))
     done = 0
+    history = [current.loss]
     for step_number in range(1, iterations + 1):
         if deadline is not None and time.monotonic() > deadline:
             break
         step *= 1.5
         accepted = False
         for _ in range(_BACKTRACKS):
-            trial = [t - step * g for t, g in zip(theta, grad, strict=True)]
+            trial = [t - step * g for t, g in zip(theta, current.gradient, strict=True)]
             trial_mu = tree.calibrate(trial)
-            trial_loss, trial_grad = loss_and_gradient(trial_mu)
-            predicted = sum(
-                float(np.sum(g * (a - b)) * total)
-                for g, a, b in zip(grad, mu, trial_mu, strict=True)
-            )
-            if loss - trial_loss >= 0.5 * predicted:
+            evaluated = objective(trial_mu)
+            if current.loss - evaluated.loss >= 0.5 * objective.predicted(current, evaluated):
                 accepted = True
                 break
             step *= 0.5
         if not accepted:  # no step decreases the loss beyond rounding: converged
             break
-        theta, mu, loss, grad = trial, trial_mu, trial_loss, trial_grad
+        theta, mu, current = trial, trial_mu, evaluated
         done = step_number
         if callback is not None:
-            callback(done, loss)
-    return Model(tree, mu, total, loss, done, theta)
+            callback(done, current.loss)
+        history.append(current.loss)
+        if (
+            tolerance > 0
+            and len(history) > _WINDOW
+            and history[-_WINDOW - 1] - current.loss < tolerance * current.loss
+        ):
+            break
+    return Model(tree, mu, total, current.loss, done, theta)
 
 
 def empty_model(sizes: Sequence[int], total: float) -> Model:

@@ -35,7 +35,11 @@ Methods
 Accounting: the synthesis is charged before any read, as one ledger entry: a
 ``ZCDPEvent(rho)`` with an accountant that takes zCDP (``"zcdp"``, ``"rdp"``), else an
 ``ApproxDPEvent(epsilon, delta)``. Refusals (unknown columns, no domain, a model that cannot
-fit, no budget) happen before the charge and read nothing.
+fit, no budget) happen before the charge and read nothing. The marginals are measured, and
+AIM's and MST's choices made, inside the session
+(:meth:`~dpcurator.curator.Session.charged_measurements`): the session meters each step's
+``rho`` against the charge, takes the sensitivities from its own plans, and never hands an
+exact count to the synthesis.
 """
 
 from __future__ import annotations
@@ -60,14 +64,13 @@ from dpcurator.accounting import (
     zcdp_rho_for,
     zcdp_to_epsilon,
 )
-from dpcurator.curator import Session, Table
+from dpcurator.curator import ChargedMeasurements, Session, Table
 from dpcurator.errors import (
     InvalidParameterError,
     QueryError,
     QueryFailedError,
     UnsupportedEventError,
 )
-from dpcurator.mechanisms import exponential_mechanism
 from dpcurator.noise import RandomSource, resolve_source, uniform_integers
 from dpcurator.synth._measure import Attribute, MarginalQuery, attributes, sigma_for
 from dpcurator.synth._model import Marginal, Model, fit_model, junction_tree_size
@@ -80,6 +83,8 @@ METHODS = ("aim", "mst", "independent")
 
 Method = Literal["aim", "mst", "independent"]
 _SQRT_2_PI = math.sqrt(2.0 / math.pi)
+_TOLERANCE = 0.01
+"""The final fit's convergence test (see :func:`fit_model`): 1 % of the loss over 50 steps."""
 
 
 @dataclass(frozen=True)
@@ -191,9 +196,9 @@ class _Budget:
 
 @dataclass
 class _Context:
-    """What a method needs: the marginals' queries and their exact answers (read lazily)."""
+    """What a method needs: the marginals' queries and the measurements charged for them."""
 
-    session: Session
+    steps: ChargedMeasurements
     table: Table
     attrs: list[Attribute]
     queries: dict[tuple[int, ...], MarginalQuery]
@@ -202,7 +207,6 @@ class _Context:
     deadline: float | None
     budget: _Budget
     iterations: int
-    exact: dict[tuple[int, ...], NDArray[np.int64]] = field(default_factory=dict)
     measured: list[tuple[MarginalQuery, NDArray[np.float64], float]] = field(default_factory=list)
     stopped: bool = False
 
@@ -210,18 +214,36 @@ class _Context:
     def sizes(self) -> list[int]:
         return [a.size for a in self.attrs]
 
-    def answer(self, clique: tuple[int, ...]) -> NDArray[np.int64]:
-        if clique not in self.exact:
-            self.exact[clique] = self.queries[clique].exact(self.session, self.attrs)
-        return self.exact[clique]
-
     def measure(self, clique: tuple[int, ...], sigma_unit: float) -> Marginal:
         """Measure ``clique`` with noise ``sigma_unit * Delta_2`` (``rho = 1/(2 sigma_unit^2)``)."""
         query = self.queries[clique]
         sigma = sigma_unit * math.sqrt(query.l2sq)
-        noisy = query.noisy(self.answer(clique), sigma, self.source)
+        share = 1 / (2 * Fraction(sigma_unit) ** 2)
+        while Fraction(query.l2sq) / (2 * Fraction(sigma) ** 2) > share:  # rounding: never more
+            sigma = math.nextafter(sigma, math.inf)
+        noisy = query.noisy(self.steps, sigma)
         self.measured.append((query, noisy, sigma))
         return Marginal(clique, noisy, sigma)
+
+    def select(
+        self,
+        cliques: Sequence[tuple[int, ...]],
+        estimates: Sequence[NDArray[np.float64]],
+        weights: Sequence[float],
+        penalties: Sequence[float],
+        epsilon: float,
+    ) -> tuple[int, ...]:
+        """Choose the clique whose weighted L1 error, less its penalty, is the largest (EM)."""
+        queries = [self.queries[c] for c in cliques]
+        chosen = self.steps.select(
+            [q.plan for q in queries],
+            [q.keys for q in queries],
+            estimates,
+            weights=weights,
+            penalties=penalties,
+            epsilon=epsilon,
+        )
+        return cliques[chosen]
 
     def timed_out(self) -> bool:
         return self.deadline is not None and time.monotonic() > self.deadline
@@ -373,14 +395,17 @@ def synthesize(
         AIM: the planned number of rounds ``T`` (default ``16 d``; AIM stops when its budget is
         spent).
     iterations : int, default 1000
-        Mirror-descent steps of the final fit (AIM's rounds use a twentieth of them).
+        Most mirror-descent steps of the final fit, which stops earlier once 50 steps lowered
+        the loss by less than 1 %. AIM's rounds run a twentieth of them each, every round
+        starting from the previous round's model (a warm start), and so does its final fit.
     time_limit : float, optional
         Seconds: AIM measures no new marginal after it (its unspent share is not refunded) and
         every fit stops at it; the final fit still runs 50 steps.
     progress : bool, default False
         Show progress (rich on a terminal, a plain line every 5 s otherwise).
     source : RandomSource, optional
-        Randomness (default: the session's).
+        Randomness of the rows drawn from the model (default: the session's); the noise and
+        the selections always use the session's.
 
     Returns
     -------
@@ -431,13 +456,14 @@ def synthesize(
     queries = {c: MarginalQuery.build(session, declared, attrs, c) for c in cliques}
     r, eps, dlt, events = _charge(session, epsilon, delta, rho)
     text = f"SYNTHESIZE {method} FROM {declared.name} ({', '.join(names)}) rho={r:.6g}"
-    src = resolve_source(source if source is not None else session._source)
     deadline = None if time_limit is None else time.monotonic() + time_limit
-    entry = session.ledger.record(text, events)  # charged before any read
+    steps = session.charged_measurements(text, events, r)  # charged before any read
+    entry = steps.entry
+    src = resolve_source(source if source is not None else steps.source)
     failed = False
     with Reporter(progress) as reporter:
         context = _Context(
-            session, declared, attrs, queries, src, reporter, deadline, _Budget(r), iterations
+            steps, declared, attrs, queries, src, reporter, deadline, _Budget(r), iterations
         )
         try:
             model, count = _run(method, context, load, max_model_size, rounds)
@@ -531,12 +557,23 @@ def _oneways(context: _Context, rho: Fraction) -> list[Marginal]:
 
 
 def _fit(
-    context: _Context, measurements: Sequence[Marginal], iterations: int, final: bool = False
+    context: _Context,
+    measurements: Sequence[Marginal],
+    iterations: int,
+    final: bool = False,
+    warm_start: Model | None = None,
 ) -> Model:
     deadline = context.deadline
     if final and context.timed_out():
         deadline, iterations = None, min(iterations, 50)
-    return fit_model(context.sizes, measurements, iterations=iterations, deadline=deadline)
+    return fit_model(
+        context.sizes,
+        measurements,
+        iterations=iterations,
+        deadline=deadline,
+        warm_start=warm_start,
+        tolerance=_TOLERANCE if final else 0.0,
+    )
 
 
 def _independent(context: _Context) -> Model:
@@ -557,11 +594,7 @@ def _mst(context: _Context) -> tuple[Model, int]:
         for m in measurements
     ]
     pairs = list(itertools.combinations(range(d), 2))
-    errors = {}
-    for a, b in pairs:
-        estimate = total * np.outer(probs[a], probs[b]).reshape(-1)
-        errors[(a, b)] = float(np.abs(context.answer((a, b)) - estimate).sum())
-    sensitivity = max(context.queries[p].l1 for p in pairs)
+    independent = {(a, b): total * np.outer(probs[a], probs[b]).reshape(-1) for a, b in pairs}
     component = list(range(d))
 
     def find(x: int) -> int:
@@ -574,13 +607,14 @@ def _mst(context: _Context) -> tuple[Model, int]:
     for i in range(d - 1):
         eps = context.budget.selection(third / (d - 1))
         candidates = [p for p in pairs if find(p[0]) != find(p[1])]
-        chosen = exponential_mechanism(
+        found = context.select(
             candidates,
-            [errors[p] for p in candidates],
-            epsilon=eps,
-            sensitivity=sensitivity,
-            source=context.source,
-        ).value
+            [independent[p] for p in candidates],
+            [1.0] * len(candidates),
+            [0.0] * len(candidates),
+            eps,
+        )
+        chosen = (found[0], found[1])
         edges.append(chosen)
         component[find(chosen[0])] = find(chosen[1])
         context.progress(f"tree edge {i + 1} of {d - 1}")
@@ -635,26 +669,23 @@ def _aim(
             if any(set(c) <= set(m) for m in current)
             or junction_tree_size(context.sizes, [*current, c]) <= limit
         ]
-        scores = []
-        for c in allowed:
-            query = context.queries[c]
-            bias = _SQRT_2_PI * sigma * math.sqrt(query.l2sq) * query.cells
-            error = float(np.abs(context.answer(c) - model.marginal(c)).sum())
-            scores.append(candidates[c] * (error - bias))
-        sensitivity = max(max(candidates[c], 1e-9) * context.queries[c].l1 for c in allowed)
         share = Fraction(eps) ** 2 / 8 if not terminate else budget.left / 10
-        chosen = exponential_mechanism(
+        estimates = {c: model.marginal(c) for c in sorted(allowed, key=len, reverse=True)}
+        chosen = context.select(
             allowed,
-            scores,
-            epsilon=budget.selection(share),
-            sensitivity=sensitivity,
-            source=context.source,
-        ).value
+            [estimates[c] for c in allowed],
+            [candidates[c] for c in allowed],
+            [
+                _SQRT_2_PI * sigma * math.sqrt(context.queries[c].l2sq) * context.queries[c].cells
+                for c in allowed
+            ],
+            budget.selection(share),
+        )
         gauss = Fraction(1) / (2 * Fraction(sigma) ** 2) if not terminate else budget.left
         unit = budget.gaussian(gauss)
         before = model.marginal(chosen)
         measurements.append(context.measure(chosen, unit))
-        model = _fit(context, measurements, inner)
+        model = _fit(context, measurements, inner, warm_start=model)
         rounds += 1
         query = context.queries[chosen]
         moved = float(np.abs(model.marginal(chosen) - before).sum())
@@ -664,7 +695,7 @@ def _aim(
             f"round {rounds}: measured {', '.join(context.attrs[i].name for i in chosen)}"
         )
     context.progress("final fit")
-    return _fit(context, measurements, context.iterations, final=True), rounds
+    return _fit(context, measurements, context.iterations, final=True, warm_start=model), rounds
 
 
 def _rows(
