@@ -592,8 +592,8 @@ def _questions(console: Console, session: Session, result: DemoResult) -> None:
         ),
         (
             "A median (exponential mechanism), with WHERE",
-            "The median is chosen among 1,025 points of [0, 250,000] by the exponential "
-            "mechanism; it has no standard deviation.",
+            "The median is chosen among the 1,000,001 points of [0, 250,000] in steps of 0.25 "
+            "by the exponential mechanism; it has a rank-error bound, no standard deviation.",
             "SELECT COUNT(*) AS earners, MEDIAN(wages) AS median_wages FROM cps WHERE wages > 0",
             0.2,
         ),
