@@ -92,7 +92,7 @@ class DuckDBEngine(ClosesOnExit):
         self._kinds: dict[str, dict[str, Kind]] = {}
         self._lock = threading.RLock()
         self._prepared: set[str] = set()
-        self._relations: dict[str, exp.Table] = {}
+        self._relations: dict[str, exp.Expr] = {}  # the rows read (derived columns added)
         self._versions: dict[str, Hashable | None] = {}
         self._counter = itertools.count()
         self._drops: list[str] = []  # what close() undoes in a connection it does not own
@@ -139,10 +139,11 @@ class DuckDBEngine(ClosesOnExit):
                 raise InvalidParameterError(
                     "tables", "<connections>", "must all live in the same DuckDB connection"
                 )
-            self._relations[table.name] = self._register(table)
+            base = self._register(table)
+            self._relations[table.name] = with_derived(base, table)
             self._tables[table.name] = table
             try:
-                self._check_schema(table)
+                self._check_schema(table, base)
             except BaseException:
                 del self._tables[table.name], self._relations[table.name]
                 raise
@@ -198,9 +199,9 @@ class DuckDBEngine(ClosesOnExit):
             "source", path, "must end in .parquet, .csv, .tsv, .csv.gz, .duckdb or .db"
         )
 
-    def _check_schema(self, table: Table) -> None:
+    def _check_schema(self, table: Table, base: exp.Table) -> None:
         """Check the declared columns against the source's schema (public: names and types)."""
-        types = self._describe(self._relations[table.name].sql(dialect="duckdb"), table)
+        types = self._describe(base.sql(dialect="duckdb"), table)
         check_derived(table, list(types))
         if any(c.expression is not None for c in table.columns):
             types = self._describe(self.relation(table.name), table)
@@ -234,7 +235,7 @@ class DuckDBEngine(ClosesOnExit):
             raise InvalidParameterError(
                 "table", table, f"is not declared; declared: {', '.join(sorted(self._tables))}"
             )
-        return with_derived(self._relations[table], self._tables[table])
+        return self._relations[table]
 
     def render(self, statement: exp.Query, table: str) -> str:
         """Return ``statement`` as DuckDB SQL reading ``table``'s rows."""

@@ -171,8 +171,7 @@ _PART_FUNCTIONS: dict[type[exp.Expr], str] = {
     exp.Hour: "HOUR",
     exp.Minute: "MINUTE",
 }
-_EXTRACT_NAMES = {"MONTH": "MONTH", "QUARTER": "QUARTER", "DAY": "DAY", "DOY": "DAYOFYEAR"}
-_EXTRACT_NAMES |= {"DAYOFYEAR": "DAYOFYEAR", "HOUR": "HOUR", "MINUTE": "MINUTE"}
+_EXTRACT_NAMES = {name: name for name in _CALENDAR} | {"DOY": "DAYOFYEAR"}
 _UNLISTED = (exp.Year, exp.DayOfWeek, exp.DayOfWeekIso, exp.Week)
 
 

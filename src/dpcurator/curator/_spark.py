@@ -292,6 +292,7 @@ class SparkEngine(ClosesOnExit):
         self._tables: dict[str, Table] = {}
         self._kinds: dict[str, dict[str, Kind]] = {}
         self._sources: dict[str, _Source] = {}
+        self._read: dict[str, exp.Expr] = {}  # the rows read (derived columns added)
         self._prepared: set[str] = set()
         self._views: list[str] = []
         self._global_views: list[str] = []
@@ -349,10 +350,11 @@ class SparkEngine(ClosesOnExit):
                 source, schema = self._source(table)
             self._tables[table.name] = table
             self._sources[table.name] = source
+            self._read[table.name] = with_derived(source.relation, table)
             try:
                 self._check_schema(table, schema)
             except BaseException:
-                del self._tables[table.name], self._sources[table.name]
+                del self._tables[table.name], self._sources[table.name], self._read[table.name]
                 raise
 
     def _source(self, table: Table) -> tuple[_Source, StructType]:
@@ -536,7 +538,8 @@ class SparkEngine(ClosesOnExit):
         return self._relation(table).sql(dialect=self.dialect)
 
     def _relation(self, table: str) -> exp.Expr:
-        return with_derived(self._source_of(table).relation, self._tables[table])
+        self._source_of(table)  # refuses an undeclared table or a closed engine
+        return self._read[table]
 
     def render(self, statement: exp.Query, table: str) -> str:
         """Return ``statement`` as Spark SQL, reading ``table``'s rows."""

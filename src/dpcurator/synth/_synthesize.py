@@ -217,10 +217,7 @@ class _Context:
     def measure(self, clique: tuple[int, ...], sigma_unit: float) -> Marginal:
         """Measure ``clique`` with noise ``sigma_unit * Delta_2`` (``rho = 1/(2 sigma_unit^2)``)."""
         query = self.queries[clique]
-        sigma = sigma_unit * math.sqrt(query.l2sq)
-        share = 1 / (2 * Fraction(sigma_unit) ** 2)
-        while Fraction(query.l2sq) / (2 * Fraction(sigma) ** 2) > share:  # rounding: never more
-            sigma = math.nextafter(sigma, math.inf)
+        sigma = sigma_for(query.l2sq, 1 / (2 * Fraction(sigma_unit) ** 2))  # never more
         noisy = query.noisy(self.steps, sigma)
         self.measured.append((query, noisy, sigma))
         return Marginal(clique, noisy, sigma)
