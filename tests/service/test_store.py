@@ -5,7 +5,7 @@ several server processes) sharing one database without overspending."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -36,7 +36,13 @@ def _store(ledger: str, table_budget: float = 1.0) -> LedgerStore:
     return store
 
 
-def _ask(store: LedgerStore, who: str, request_id: str, epsilon: float = 0.25) -> Charge:
+def _ask(
+    store: LedgerStore,
+    who: str,
+    request_id: str,
+    epsilon: float = 0.25,
+    answer: Callable[[Charge], str] | None = None,
+) -> Charge:
     return store.charge(
         who,
         "t",
@@ -45,6 +51,7 @@ def _ask(store: LedgerStore, who: str, request_id: str, epsilon: float = 0.25) -
         epsilon=epsilon,
         delta=0.0,
         events=[PureDPEvent(epsilon)],
+        answer=answer,
     )
 
 
@@ -63,16 +70,39 @@ def test_a_charge_counts_against_the_analyst_and_the_table(ledger: str) -> None:
 
 def test_a_request_id_is_charged_once_and_reused_for_the_same_query_only(ledger: str) -> None:
     with _store(ledger) as store:
-        first = _ask(store, "ann", "same")
+        first = _ask(store, "ann", "same")  # charged, not answered (a process that stopped)
         again = _ask(store, "ann", "same")
-        assert again.repeated and again.id == first.id
-        assert store.store_answer(first.id, "A") == "A"
-        assert store.store_answer(first.id, "B") == "A"  # the first answer stays
-        assert _ask(store, "ann", "same").answer == "A"
+        assert again.repeated and again.id == first.id and again.answer is None
+        answered = _ask(store, "ann", "same", answer=lambda c: f"A{c.id}")
+        assert answered.repeated and answered.answer == f"A{first.id}"
+        assert _ask(store, "ann", "same", answer=lambda c: "B").answer == f"A{first.id}"
+        assert _ask(store, "ann", "same").answer == f"A{first.id}"  # the first answer stays
         with pytest.raises(BadRequestError):
             _ask(store, "ann", "same", epsilon=0.5)
         _ask(store, "bob", "same")  # ids are per analyst
         assert store.standing(None, "t")[1] == Budget(0.5)
+
+
+def test_an_answer_is_committed_with_its_charge_or_not_at_all(ledger: str) -> None:
+    with _store(ledger) as store:
+        seen: list[Charge] = []
+
+        def answer(charge: Charge) -> str:
+            seen.append(charge)
+            return f"answer to {charge.id}"
+
+        made = _ask(store, "ann", "r1", answer=answer)
+        assert made.answer == f"answer to {made.id}" and seen[0].id == made.id
+        assert [(r.id, r.answered) for r in store.history("ann")] == [(made.id, True)]
+
+        def broken(charge: Charge) -> str:
+            raise RuntimeError("the store went away while answering")
+
+        with pytest.raises(RuntimeError):
+            _ask(store, "ann", "r2", answer=broken)
+        # rolled back with the answer: nothing was sent, nothing is charged
+        assert store.standing("ann", "t")[1] == Budget(0.25)
+        assert len(store.history("ann")) == 1
 
 
 def test_no_budget_on_a_table_is_permission_denied(ledger: str) -> None:

@@ -47,6 +47,10 @@ __all__ = [
 SOURCE = "__source"
 """The placeholder table name under which a statement reads the declared table's rows."""
 
+SOURCE_TABLE = exp.to_table(SOURCE)
+""":data:`SOURCE` as a table node, the relation of a reported statement (never changed:
+:func:`render` copies it)."""
+
 
 @runtime_checkable
 class Engine(Protocol):
@@ -261,9 +265,9 @@ def _spark_fixes(node: exp.Expr) -> exp.Expr:
 _DIALECT_FIXES: dict[str, Callable[[exp.Expr], exp.Expr]] = {"spark": _spark_fixes}
 
 
-_RENDERED: Recent[tuple[exp.Query, str]] = Recent(512)
-"""The SQL text of recently rendered statements, keyed by the statement object's identity (the
-entry keeps the object, so that its id is not reused), the relation's SQL and the dialect: a
+_RENDERED: Recent[tuple[exp.Query, exp.Expr, str]] = Recent(512)
+"""The SQL text of recently rendered statements, keyed by the statement's and the relation's
+identities (the entry keeps both objects, so that their ids are not reused) and the dialect: a
 plan's statements are rendered to bind them, to run them and to report them, and a session
 reuses its plans, so most renders repeat (trees are never changed once built)."""
 
@@ -276,12 +280,12 @@ def render(statement: exp.Query, relation: exp.Expr, dialect: str) -> str:
     >>> render(tree, exp.to_table("people"), "spark")
     'SELECT COUNT(*) AS n FROM people'
     """
-    key = (id(statement), relation.sql(), dialect)
+    key = (id(statement), id(relation), dialect)
     kept = _RENDERED.get(key)
-    if kept is None or kept[0] is not statement:
-        kept = (statement, _render(statement, relation, dialect))
+    if kept is None or kept[0] is not statement or kept[1] is not relation:
+        kept = (statement, relation, _render(statement, relation, dialect))
         _RENDERED.put(key, kept)
-    return kept[1]
+    return kept[2]
 
 
 def _render(statement: exp.Query, relation: exp.Expr, dialect: str) -> str:

@@ -41,7 +41,7 @@ from dpcurator.curator._aggregates import Quantile
 from dpcurator.curator._cache import Recent
 from dpcurator.curator._consistent import Answers
 from dpcurator.curator._duckdb import DuckDBEngine
-from dpcurator.curator._engine import SOURCE, Engine, declared_tables, render
+from dpcurator.curator._engine import SOURCE_TABLE, Engine, declared_tables, render
 from dpcurator.curator._estimates import quantile_rank_error
 from dpcurator.curator._ledger import Ledger, LedgerEntry
 from dpcurator.curator._measure import Exact, compute, fetch
@@ -493,15 +493,7 @@ class Session:
                     f"(ledger entry {entry.id}) and nothing is refunded; the reason is not "
                     "shown because it could depend on the data."
                 )
-            table, intervals = released
-        release = _release(
-            plan,
-            entry,
-            table=table,
-            intervals=intervals,
-            bounded_sql=render(plan.statements.main, exp.to_table(SOURCE), self._engine.dialect),
-            confidence=self._confidence,
-        )
+        release = _release(self, plan, entry, released)
         self._answers.add(plan, release, self._engine.version(plan.query.table.name))
         return release
 
@@ -715,15 +707,28 @@ def _answer(session: Session, plan: Plan) -> tuple[pd.DataFrame, dict[str, str]]
         return None
 
 
+def answer_charged(session: Session, plan: Plan, entry: LedgerEntry) -> QueryRelease | None:
+    """Answer ``plan`` of ``session``, charged as ``entry`` to a ledger outside the session.
+
+    For the service (:mod:`dpcurator.service`), whose store charges every query to the
+    analyst's and the table's budgets, durably, before it calls this; the session's own ledger
+    and its consistency records are not involved (the service releases each answer alone).
+    ``plan`` must come from ``session.plan`` with the events that ``entry`` charged. Returns
+    None if anything failed after the data was read (the caller answers with a fixed text).
+    """
+    with session._lock:
+        released = _answer(session, plan)
+    return None if released is None else _release(session, plan, entry, released)
+
+
 def _release(
+    session: Session,
     plan: Plan,
     entry: LedgerEntry,
-    *,
-    table: pd.DataFrame,
-    intervals: Mapping[str, str],
-    bounded_sql: str,
-    confidence: float,
+    released: tuple[pd.DataFrame, Mapping[str, str]],
 ) -> QueryRelease:
+    table, intervals = released
+    confidence = session._confidence
     return QueryRelease(
         query=plan.query.text,
         table=table,
@@ -736,7 +741,7 @@ def _release(
         remaining=entry.remaining,
         entry_id=entry.id,
         confidence=confidence,
-        bounded_sql=bounded_sql,
+        bounded_sql=render(plan.statements.main, SOURCE_TABLE, session._engine.dialect),
         threshold=plan.threshold,
         rank_errors=_rank_errors(plan, confidence),
     )

@@ -8,15 +8,16 @@ knows only its own table, so an error about a query can name nothing of another 
    has no budget on is refused (403) before anything else;
 2. planned by the table's session (:meth:`Session.plan`: no data read, nothing spent; a query
    the curator refuses is a 400 and is recorded as a refusal);
-3. charged by the store, to the analyst's and the table's budget at once, durably (a query that
-   would exceed either is refused, 403, nothing written);
-4. answered: the session runs it (its own ledger is an in-memory one with no limit: the store's
-   charge is the one that counts). Anything that fails from here on -- after the data was read --
-   is one fixed answer, :data:`~dpcurator.service.FAILED_TEXT`;
-5. the answer is stored with the charge before it is returned (the same answer for a repeated
-   request id).
+3. charged by the store, to the analyst's and the table's budget at once (a query that would
+   exceed either is refused, 403, nothing written);
+4. answered in the charge's transaction: the session reads the data and adds noise
+   (:func:`answer_charged`: the store's charge is the one that counts; the session keeps no
+   ledger of its own for the service). Anything that fails from here on -- after the data was
+   read -- is one fixed answer, :data:`~dpcurator.service.FAILED_TEXT`;
+5. the answer is committed with the charge before it is returned (one wait for the disk; the
+   same answer for a repeated request id).
 
-The sessions' sessions never expose noiseless SQL: the service calls only ``plan`` and ``sql``.
+The sessions never expose noiseless SQL: the service calls only ``plan`` and ``answer_charged``.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ import dataclasses
 import functools
 import json
 import math
-import threading
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 import sqlglot
@@ -37,13 +38,14 @@ from dpcurator.accounting import Budget, event_to_dict
 from dpcurator.client._errors import FAILED_TEXT, BadRequestError, PermissionDeniedError
 from dpcurator.client._wire import budget_to_json, release_to_dict
 from dpcurator.curator import (
+    LedgerEntry,
     Measurement,
     Plan,
-    QueryRelease,
     Session,
     Table,
     measurement_noise,
 )
+from dpcurator.curator._session import answer_charged
 from dpcurator.errors import BudgetExceededError, DPError
 from dpcurator.noise import uniform_integers
 from dpcurator.service._config import ServerConfig, check_name
@@ -185,12 +187,10 @@ class ServiceCurator:
             for table_name, budget in analyst.budgets:
                 self.store.seed_budget(analyst.name, table_name, budget)
         self._sessions: dict[str, Session] = {}
-        self._locks: dict[str, threading.Lock] = {}
         for table in config.tables:
             self._sessions[table.name] = Session(
                 table.table, Budget.unlimited(), ledger=":memory:", confidence=config.confidence
             )
-            self._locks[table.name] = threading.Lock()
 
     def close(self) -> None:
         """Close the sessions and the store."""
@@ -319,19 +319,17 @@ class ServiceCurator:
                 epsilon=request.epsilon,
                 delta=request.delta,
                 events=plan.events,
+                answer=lambda charged: self._answer(table, plan, request, charged),
             )
         except (BudgetExceededError, PermissionDeniedError) as exc:
             self.store.refuse(who.owner, table, request.query, str(exc))
             raise
-        if charge.answer is not None:
-            return _is_ok(charge.answer), charge.answer
-        body = self._answer(table, plan, request, charge)
-        stored = self.store.store_answer(charge.id, body)
-        return _is_ok(stored), stored
+        assert charge.answer is not None  # charge answers when given ``answer``
+        return _is_ok(charge.answer), charge.answer
 
     def _answer(self, table: str, plan: Plan, request: QueryRequest, charge: Charge) -> str:
         """Read the data, add noise, serialise; one fixed failure whatever goes wrong."""
-        body = _released(self._sessions[table], self._locks[table], plan, request, charge)
+        body = _released(self._sessions[table], plan, request, charge)
         if body is None:  # decided outside any handler: no exception chain anywhere
             return json.dumps(
                 {"error": "QueryFailedError", "message": FAILED_TEXT, "entry_id": charge.id}
@@ -367,24 +365,23 @@ def _is_ok(body: str) -> bool:
     return not body.startswith('{"error"')
 
 
-def _released(
-    session: Session, lock: threading.Lock, plan: Plan, request: QueryRequest, charge: Charge
-) -> str | None:
+def _released(session: Session, plan: Plan, request: QueryRequest, charge: Charge) -> str | None:
     """Return the release's JSON, or None for any failure (after the charge: data read)."""
+    entry = LedgerEntry(
+        id=charge.id,
+        time=datetime.now(UTC),
+        query=request.query,
+        events=plan.events,
+        charged=charge.charged,
+        spent=charge.spent,
+        remaining=charge.remaining,
+    )
     try:
-        with lock:
-            release = session.sql(request.query, epsilon=request.epsilon, delta=request.delta)
-        if release.events != plan.events:
+        release = answer_charged(session, plan, entry)
+        if release is None:
             return None
-        mine: QueryRelease = dataclasses.replace(
-            release,
-            charged=charge.charged,
-            spent=charge.spent,
-            remaining=charge.remaining,
-            entry_id=charge.id,
-        )
         payload = {
-            "release": release_to_dict(mine),
+            "release": release_to_dict(release),
             "table_remaining": budget_to_json(charge.table_remaining),
         }
         return json.dumps(payload, allow_nan=False, separators=(",", ":"))

@@ -31,7 +31,7 @@ import json
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any, TypeVar
@@ -631,11 +631,17 @@ class LedgerStore:
         epsilon: float,
         delta: float,
         events: Sequence[PrivacyEvent],
+        answer: Callable[[Charge], str] | None = None,
     ) -> Charge:
         """Charge a query to the analyst's and the table's budget, atomically and durably.
 
-        A request id charged before is not charged again: its charge (and stored answer, if
-        any) is returned with ``repeated=True``, provided it was the same query.
+        With ``answer``, the query is also answered in the same transaction: ``answer(charge)``
+        reads the data and returns the text to send (it must not raise), which is stored with
+        the charge, and both are committed together before this returns. Nothing about the data
+        can leave before the charge is durable, and one commit waits for the disk instead of
+        two. A request id charged before is not charged again: its charge and stored answer are
+        returned with ``repeated=True``, provided it was the same query (an earlier charge
+        without an answer, from a process that stopped before answering, is answered now).
 
         Raises
         ------
@@ -659,46 +665,39 @@ class LedgerStore:
                 earlier, request_id, table=table, query=query, epsilon=epsilon, delta=delta
             )
             if found is not None:
-                id_, charged, answer = found
-                return Charge(
-                    id_, charged, own.spent, own.remaining, whole.remaining, answer, repeated=True
+                id_, charged, stored = found
+                made = Charge(
+                    id_, charged, own.spent, own.remaining, whole.remaining, stored, repeated=True
                 )
-            trial = self._try(own, whole, event, 0)
-            rows = db.execute(
-                "INSERT INTO charges (time, analyst, table_name, request_id, query, epsilon, "
-                "delta, events, charged_epsilon, charged_delta) VALUES (?, ?, ?, ?, ?, ?, ?, ?, "
-                "?, ?) RETURNING id",
-                (
-                    _now(),
-                    analyst,
-                    table,
-                    request_id,
-                    query,
-                    epsilon,
-                    delta,
-                    events_json,
-                    trial.charged.epsilon,
-                    trial.charged.delta,
-                ),
+            else:
+                trial = self._try(own, whole, event, 0)
+                rows = db.execute(
+                    "INSERT INTO charges (time, analyst, table_name, request_id, query, epsilon, "
+                    "delta, events, charged_epsilon, charged_delta) VALUES (?, ?, ?, ?, ?, ?, ?, "
+                    "?, ?, ?) RETURNING id",
+                    (
+                        _now(),
+                        analyst,
+                        table,
+                        request_id,
+                        query,
+                        epsilon,
+                        delta,
+                        events_json,
+                        trial.charged.epsilon,
+                        trial.charged.delta,
+                    ),
+                )
+                made = replace(trial, id=int(rows[0][0]))
+            if answer is None or made.answer is not None:
+                return made
+            body = answer(made)
+            db.execute(
+                "UPDATE charges SET answered = ?, answer = ? WHERE id = ?", (_now(), body, made.id)
             )
-            return Charge(
-                int(rows[0][0]), trial.charged, trial.spent, trial.remaining, trial.table_remaining
-            )
+            return replace(made, answer=body)
 
         return self._run(work, lock_table=table)
-
-    def store_answer(self, charge_id: int, answer: str) -> str:
-        """Store a charge's answer durably, unless one is stored; return the stored one.
-
-        The answer that is sent is always the stored one: two computations for one charge
-        (a repeated request racing the first) release one answer.
-        """
-        stored = self._one(
-            "UPDATE charges SET answered = COALESCE(answered, ?), answer = COALESCE(answer, ?) "
-            "WHERE id = ? RETURNING answer",
-            (_now(), answer, charge_id),
-        )
-        return str(stored[0][0])
 
     def refuse(self, analyst: str, table: str, query: str, reason: str) -> None:
         """Record a refused query (for the steward's view); never raises."""
