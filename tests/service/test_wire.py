@@ -83,6 +83,19 @@ def test_non_finite_and_missing_values_survive() -> None:
     pd.testing.assert_frame_equal(frame_from_json(json.loads(text)), frame)
 
 
+def test_missing_keys_and_timestamps_survive() -> None:
+    frame = pd.DataFrame(
+        {
+            "k": ["a", None],
+            "i": pd.array([7, None], dtype="Int64"),
+            "t": pd.to_datetime(["2024-02-29 13:45", None]),
+            "n": [1.0, 2.0],
+        }
+    )
+    text = json.dumps(frame_to_json(frame), allow_nan=False)
+    pd.testing.assert_frame_equal(frame_from_json(json.loads(text)), frame)
+
+
 def test_a_gaussian_release_round_trips_with_its_noise_and_why() -> None:
     table = Table(
         "people",

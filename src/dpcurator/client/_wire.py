@@ -24,6 +24,7 @@ True
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 from typing import Any
@@ -78,7 +79,23 @@ def _cell(value: Any) -> Any:
         value = value.item()
     if isinstance(value, float):
         return _number(value)
+    if isinstance(value, datetime.date):  # a date or a timestamp key, read back by its dtype
+        return value.isoformat()
     return value
+
+
+def _column_values(column: pd.Series[Any]) -> list[Any]:
+    """Return a column's values as JSON-ready Python values (numpy columns at once)."""
+    dtype = column.dtype
+    if isinstance(dtype, np.dtype) and dtype.kind in "iub":
+        return list(column.to_numpy().tolist())
+    if isinstance(dtype, np.dtype) and dtype.kind == "f":
+        values = column.to_numpy()
+        if bool(np.isfinite(values).all()):
+            return list(values.tolist())
+        return [_cell(v) for v in values.tolist()]
+    # a missing value of a column of another type (a string, a nullable integer) is null
+    return [None if pd.isna(v) else _cell(v) for v in column.tolist()]
 
 
 def frame_to_json(frame: pd.DataFrame) -> dict[str, Any]:
@@ -86,7 +103,7 @@ def frame_to_json(frame: pd.DataFrame) -> dict[str, Any]:
     return {
         "columns": [str(c) for c in frame.columns],
         "dtypes": [str(t) for t in frame.dtypes],
-        "data": [[_cell(v) for v in frame[c].tolist()] for c in frame.columns],
+        "data": [_column_values(frame[c]) for c in frame.columns],
     }
 
 

@@ -203,7 +203,8 @@ class ServiceCurator:
         if who.is_steward:
             return [t.name for t in self.config.tables]
         served = {t.name for t in self.config.tables}
-        return [t for t in self.store.grants(who.owner) if t in served]
+        grants = self.store.grants(who.owner) if who.grants is None else who.grants
+        return [t for t in grants if t in served]
 
     def tables(self, who: Identity) -> list[dict[str, Any]]:
         """Public metadata of the tables ``who`` may query."""

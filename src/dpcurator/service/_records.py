@@ -30,10 +30,15 @@ def combined(events: Sequence[PrivacyEvent]) -> PrivacyEvent:
 
 @dataclass(frozen=True)
 class Identity:
-    """Who a verified key belongs to: an analyst's name, or :data:`STEWARD`."""
+    """Who a verified key belongs to: an analyst's name, or :data:`STEWARD`.
+
+    ``grants``: the tables the analyst had a budget on when the key was checked (read with
+    the key, in the same statement); None when not read.
+    """
 
     owner: str
     key_id: str
+    grants: tuple[str, ...] | None = None
 
     @property
     def is_steward(self) -> bool:

@@ -513,18 +513,20 @@ class LedgerStore:
         if parsed is None:
             raise refused
         key_id, token = parsed
-        rows = self._one(
-            "SELECT k.owner, k.salt, k.hash, k.revoked, a.active FROM keys k LEFT JOIN "
-            "analysts a ON a.name = k.owner WHERE k.id = ?",
+        rows = self._one(  # the key and its owner's grants, in one statement
+            "SELECT k.owner, k.salt, k.hash, k.revoked, a.active, b.table_name FROM keys k "
+            "LEFT JOIN analysts a ON a.name = k.owner LEFT JOIN budgets b ON b.analyst = k.owner "
+            "WHERE k.id = ? ORDER BY b.table_name",
             (key_id,),
         )
         if not rows:
             raise refused
-        owner, salt, digest, revoked, active = rows[0]
+        owner, salt, digest, revoked, active, _ = rows[0]
         valid = self._verified.check(key_id, str(digest), token, str(salt))
         if not valid or revoked is not None or (owner != STEWARD and not active):
             raise refused
-        return Identity(str(owner), key_id)
+        grants = tuple(str(row[5]) for row in rows if row[5] is not None)
+        return Identity(str(owner), key_id, grants)
 
     # -- charges -------------------------------------------------------------------------------
     def _catch_up(
