@@ -83,12 +83,16 @@ def test_a_request_id_is_charged_once_and_reused_for_the_same_query_only(ledger:
         assert store.standing(None, "t")[1] == Budget(0.5)
 
 
-def test_an_answer_is_committed_with_its_charge_or_not_at_all(ledger: str) -> None:
+def test_an_answer_is_stored_with_its_charge_and_a_charge_without_one_answered_later(
+    ledger: str,
+) -> None:
     with _store(ledger) as store:
         seen: list[Charge] = []
 
         def answer(charge: Charge) -> str:
             seen.append(charge)
+            # the charge is decided and written before the answer reads anything
+            assert store.standing("ann", "t")[1] == Budget(0.25 * len(seen))
             return f"answer to {charge.id}"
 
         made = _ask(store, "ann", "r1", answer=answer)
@@ -96,13 +100,16 @@ def test_an_answer_is_committed_with_its_charge_or_not_at_all(ledger: str) -> No
         assert [(r.id, r.answered) for r in store.history("ann")] == [(made.id, True)]
 
         def broken(charge: Charge) -> str:
-            raise RuntimeError("the store went away while answering")
+            raise RuntimeError("the process stopped while answering")
 
         with pytest.raises(RuntimeError):
             _ask(store, "ann", "r2", answer=broken)
-        # rolled back with the answer: nothing was sent, nothing is charged
-        assert store.standing("ann", "t")[1] == Budget(0.25)
-        assert len(store.history("ann")) == 1
+        # charged and not answered, as after a crash: the same request id answers it once
+        assert store.standing("ann", "t")[1] == Budget(0.5)
+        again = _ask(store, "ann", "r2", answer=answer)
+        assert again.repeated and again.answer == f"answer to {again.id}"
+        assert _ask(store, "ann", "r2", answer=broken).answer == again.answer
+        assert store.standing("ann", "t")[1] == Budget(0.5)
 
 
 def test_no_budget_on_a_table_is_permission_denied(ledger: str) -> None:

@@ -11,7 +11,12 @@ SQLite: every write transaction is ``BEGIN IMMEDIATE`` (the database's one write
 mode with ``synchronous=FULL``: a commit is on disk when it returns. PostgreSQL: a charge locks
 its table's row of global budget (``SELECT ... FOR UPDATE``) before it reads the charges, so
 that charges to one table are decided one after another, in the order of their ids; commits are
-durable (``synchronous_commit`` is on by default, and the store does not turn it off).
+durable (``synchronous_commit`` is on by default).
+
+A transaction begun with ``durable=False`` commits without waiting for the disk (SQLite's
+``synchronous=NORMAL``, PostgreSQL's ``synchronous_commit = off`` for that transaction). Both
+databases write their log in order, so the next commit that waits for the disk makes it durable
+too: the store relies on this for a charge, whose answer's commit waits.
 """
 
 from __future__ import annotations

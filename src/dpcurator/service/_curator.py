@@ -10,12 +10,13 @@ knows only its own table, so an error about a query can name nothing of another 
    the curator refuses is a 400 and is recorded as a refusal);
 3. charged by the store, to the analyst's and the table's budget at once (a query that would
    exceed either is refused, 403, nothing written);
-4. answered in the charge's transaction: the session reads the data and adds noise
-   (:func:`answer_charged`: the store's charge is the one that counts; the session keeps no
-   ledger of its own for the service). Anything that fails from here on -- after the data was
-   read -- is one fixed answer, :data:`~dpcurator.service.FAILED_TEXT`;
-5. the answer is committed with the charge before it is returned (one wait for the disk; the
-   same answer for a repeated request id).
+4. answered: the session reads the data and adds noise (:func:`answer_charged`: the store's
+   charge is the one that counts; the session keeps no ledger of its own for the service).
+   Anything that fails from here on -- after the data was read -- is one fixed answer,
+   :data:`~dpcurator.service.FAILED_TEXT`;
+5. the answer is stored with the charge, durably (which makes the charge durable too, see
+   :meth:`LedgerStore.charge`), before it is returned (the same answer for a repeated request
+   id).
 
 The sessions never expose noiseless SQL: the service calls only ``plan`` and ``answer_charged``.
 """

@@ -637,13 +637,18 @@ class LedgerStore:
     ) -> Charge:
         """Charge a query to the analyst's and the table's budget, atomically and durably.
 
-        With ``answer``, the query is also answered in the same transaction: ``answer(charge)``
-        reads the data and returns the text to send (it must not raise), which is stored with
-        the charge, and both are committed together before this returns. Nothing about the data
-        can leave before the charge is durable, and one commit waits for the disk instead of
-        two. A request id charged before is not charged again: its charge and stored answer are
-        returned with ``repeated=True``, provided it was the same query (an earlier charge
-        without an answer, from a process that stopped before answering, is answered now).
+        With ``answer``, the query is also answered: ``answer(charge)`` reads the data and
+        returns the text to send (it must not raise), which is stored with the charge before
+        this returns. The charge is decided and written under the table's lock before any row is
+        read, but its commit does not wait for the disk; the answer's commit does, and as both
+        databases write their log in order (PostgreSQL's WAL, SQLite's WAL file), it makes the
+        charge durable too. So nothing about the data leaves before its charge is on disk, one
+        commit per query waits for the disk, and the table's lock is not held while the data is
+        read. A crash before the answer's commit loses at most charges whose answers were never
+        sent. A request id charged before is not charged again: its charge and stored answer
+        are returned with ``repeated=True``, provided it was the same query (an earlier charge
+        without an answer, from a process that stopped before answering, is answered now, once:
+        of two answers computed at once, the first stored is the one both return).
 
         Raises
         ------
@@ -666,12 +671,7 @@ class LedgerStore:
             found = _repeated(
                 earlier, request_id, table=table, query=query, epsilon=epsilon, delta=delta
             )
-            if found is not None:
-                id_, charged, stored = found
-                made = Charge(
-                    id_, charged, own.spent, own.remaining, whole.remaining, stored, repeated=True
-                )
-            else:
+            if found is None:
                 trial = self._try(own, whole, event, 0)
                 rows = db.execute(
                     "INSERT INTO charges (time, analyst, table_name, request_id, query, epsilon, "
@@ -690,16 +690,23 @@ class LedgerStore:
                         trial.charged.delta,
                     ),
                 )
-                made = replace(trial, id=int(rows[0][0]))
-            if answer is None or made.answer is not None:
-                return made
-            body = answer(made)
-            db.execute(
-                "UPDATE charges SET answered = ?, answer = ? WHERE id = ?", (_now(), body, made.id)
+                return replace(trial, id=int(rows[0][0]))
+            id_, charged, stored = found
+            return Charge(
+                id_, charged, own.spent, own.remaining, whole.remaining, stored, repeated=True
             )
-            return replace(made, answer=body)
 
-        return self._run(work, lock_table=table)
+        if answer is None:
+            return self._run(work, lock_table=table)
+        made = self._run(work, lock_table=table, durable=False)  # made durable just below
+        if made.answer is not None:
+            return made
+        stored = self._one(  # durable: and so are the charge and all before it in the log
+            "UPDATE charges SET answered = COALESCE(answered, ?), answer = COALESCE(answer, ?) "
+            "WHERE id = ? RETURNING answer",
+            (_now(), answer(made), made.id),
+        )
+        return replace(made, answer=str(stored[0][0]))
 
     def refuse(self, analyst: str, table: str, query: str, reason: str) -> None:
         """Record a refused query (for the steward's view); never raises."""
