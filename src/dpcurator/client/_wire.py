@@ -109,13 +109,23 @@ def frame_to_json(frame: pd.DataFrame) -> dict[str, Any]:
 
 def frame_from_json(raw: Any) -> pd.DataFrame:
     """Inverse of :func:`frame_to_json` (column order, dtypes and values)."""
-    columns: dict[str, pd.Series[Any]] = {}
+    columns: dict[str, Any] = {}
     for name, dtype, raw_values in zip(raw["columns"], raw["dtypes"], raw["data"], strict=True):
-        values = raw_values
-        if dtype.startswith("float"):
-            values = [math.nan if v is None else _float(v) for v in raw_values]
-        columns[name] = pd.Series(values, dtype=dtype, name=name)
-    return pd.DataFrame(columns, columns=list(raw["columns"]))
+        columns[name] = _column_from_json(dtype, raw_values)
+    return pd.DataFrame(columns, columns=list(raw["columns"]), copy=False)
+
+
+def _column_from_json(dtype: str, values: list[Any]) -> Any:
+    """Return a column of :func:`frame_to_json` in its dtype (numpy columns at once)."""
+    if dtype.startswith("float"):
+        return np.array([math.nan if v is None else _float(v) for v in values], dtype=dtype)
+    if dtype in _NUMPY_EXACT:
+        return np.array(values, dtype=dtype)
+    return pd.Series(values, dtype=dtype)
+
+
+_NUMPY_EXACT = frozenset({"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "bool"})
+"""Dtypes whose JSON values (never null) convert to numpy exactly (uint64 is left to pandas)."""
 
 
 def _measurement_to_json(m: Measurement) -> dict[str, Any]:
