@@ -72,7 +72,10 @@ class Backend(Protocol):
         """
 
     def commit(self) -> None:
-        """Commit (durable on return)."""
+        """Commit (durable on return); nothing if the transaction was committed already."""
+
+    def execute_and_commit(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        """Run the transaction's last statement and commit (one round trip where possible)."""
 
     def rollback(self) -> None:
         """Roll back whatever the transaction did (no error if none is open)."""
@@ -124,6 +127,12 @@ class SQLiteBackend:
         self._conn.commit()
         self._restore()
 
+    def execute_and_commit(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        """Run one statement, then commit."""
+        rows = self.execute(sql, params)
+        self.commit()
+        return rows
+
     def _restore(self) -> None:
         if self._relaxed:
             self._relaxed = False
@@ -163,6 +172,8 @@ class PostgresBackend:
         self._psycopg = psycopg
         self.url = url
         self._conn: Any = None
+        self._pending: list[Statement] = []  # a BEGIN not sent yet: it goes with the next one
+        self._open = False
         self._connect()
 
     def _connect(self) -> Any:
@@ -176,6 +187,8 @@ class PostgresBackend:
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         """Run one statement (``?`` placeholders become ``%s``)."""
+        if self._pending:
+            return self.execute_many([(sql, params)])[0]
         conn = self._connect()
         try:
             cursor = conn.execute(sql.replace("?", "%s"), tuple(params))
@@ -185,14 +198,21 @@ class PostgresBackend:
             raise StoreUnavailable(str(exc)) from None
 
     def execute_many(self, statements: Sequence[Statement]) -> list[list[Row]]:
-        """Run statements in order in one pipeline: one round trip for all of them."""
+        """Run statements in order in one pipeline: one round trip for all of them.
+
+        A pending ``BEGIN`` (see :meth:`begin`) goes first in the same pipeline.
+        """
+        pending, self._pending = self._pending, []
         conn = self._connect()
         try:
             with conn.pipeline():
-                cursors = [conn.execute(sql.replace("?", "%s"), tuple(p)) for sql, p in statements]
+                cursors = [
+                    conn.execute(sql.replace("?", "%s"), tuple(p))
+                    for sql, p in [*pending, *statements]
+                ]
             return [
                 [tuple(row) for row in cursor.fetchall()] if cursor.description else []
-                for cursor in cursors
+                for cursor in cursors[len(pending) :]
             ]
         except (self._psycopg.OperationalError, self._psycopg.InterfaceError) as exc:
             self._drop()
@@ -210,26 +230,35 @@ class PostgresBackend:
     ) -> None:
         """``BEGIN``; with ``lock_table``, lock its global-budget row (``FOR UPDATE``).
 
-        The statements go in one round trip.
+        Nothing is sent yet: the statements go with the transaction's first ones, in one round
+        trip (the lock is taken before those run).
         """
-        statements: list[Statement] = [("BEGIN", ())]
+        self._pending = [("BEGIN", ())]
         if not durable:
-            statements.append(("SET LOCAL synchronous_commit = off", ()))
+            self._pending.append(("SET LOCAL synchronous_commit = off", ()))
         if lock_table is not None:
-            statements.append(
+            self._pending.append(
                 (
                     "SELECT 1 FROM budgets WHERE analyst = '*' AND table_name = ? FOR UPDATE",
                     (lock_table,),
                 )
             )
-        self.execute_many(statements)
+        self._open = True
 
     def commit(self) -> None:
         """``COMMIT``; raises :class:`StoreUnavailable` if its outcome is unknown."""
-        self.execute("COMMIT")
+        if self._open:
+            self._open = False
+            self.execute_many([("COMMIT", ())])
+
+    def execute_and_commit(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        """Run one statement and ``COMMIT`` in one round trip (nothing commits if it fails)."""
+        self._open = False
+        return self.execute_many([(sql, params), ("COMMIT", ())])[0]
 
     def rollback(self) -> None:
         """``ROLLBACK`` (a broken connection has nothing to roll back)."""
+        self._pending, self._open = [], False
         if self._conn is None or self._conn.closed:
             return
         try:

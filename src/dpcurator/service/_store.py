@@ -673,7 +673,7 @@ class LedgerStore:
             )
             if found is None:
                 trial = self._try(own, whole, event, 0)
-                rows = db.execute(
+                rows = db.execute_and_commit(
                     "INSERT INTO charges (time, analyst, table_name, request_id, query, epsilon, "
                     "delta, events, charged_epsilon, charged_delta) VALUES (?, ?, ?, ?, ?, ?, ?, "
                     "?, ?, ?) RETURNING id",
