@@ -107,6 +107,10 @@ class _Postgres:
             command = ["runuser", "-u", "postgres", "--", *command]
         subprocess.run(command, check=True, capture_output=True)
 
+    def postmaster(self) -> int:
+        """The cluster's main process id (its backends are its children)."""
+        return int((self.root / "data" / "postmaster.pid").read_text().split()[0])
+
     @property
     def url(self) -> str:
         return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
@@ -146,6 +150,29 @@ def _serve(config: Path, workers: int = 1) -> tuple[subprocess.Popen[bytes], str
         except httpx.TransportError:
             time.sleep(0.1)
     raise RuntimeError("the server did not start")
+
+
+def _tree_cpu(root: int) -> float:
+    """CPU seconds (user + system) of process ``root`` and its children so far (Linux /proc)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the process ended
+            continue
+        pid, ppid = int(stat.parent.name), int(fields[1])
+        if root in (pid, ppid):
+            total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return total
+
+
+def _cpu(roots: dict[str, int]) -> dict[str, float]:
+    """CPU seconds so far of each named process tree, and of this process (the clients)."""
+    out = {name: _tree_cpu(pid) for name, pid in roots.items()}
+    times = os.times()
+    out["clients"] = times.user + times.system
+    return out
 
 
 def _summary(latencies: list[float], wall: float) -> dict[str, float]:
@@ -200,12 +227,20 @@ def _service(ledger_kind: str, levels: list[int], queries: int, workers: int = 1
             clients[0].sql(query, epsilon=EPSILON)
         for client in clients:  # each key's first request: one scrypt check (see above)
             client.tables()
+        roots = {"server": process.pid}
+        if cluster is not None:
+            roots["postgresql"] = cluster.postmaster()
         for level in levels:
-            out[str(level)] = _concurrently(
-                level, queries, lambda i, q: clients[i].sql(q, epsilon=EPSILON)
-            )
+            before = _cpu(roots)
+            row = _concurrently(level, queries, lambda i, q: clients[i].sql(q, epsilon=EPSILON))
+            after = _cpu(roots)
+            for name in after:  # CPU milliseconds per query, whatever else runs on the machine
+                row[f"{name}_cpu_ms"] = 1000 * (after[name] - before[name]) / row["queries"]
+            out[str(level)] = row
+            cpu = ", ".join(f"{n} {row[f'{n}_cpu_ms']:.1f}" for n in after)
             print(
-                f"service, {ledger_kind} ledger, {level:>2} clients: {_line(out[str(level)])}",
+                f"service, {ledger_kind} ledger, {level:>2} clients: {_line(row)}; "
+                f"CPU ms per query: {cpu}",
                 flush=True,
             )
         for client in clients:

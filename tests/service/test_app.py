@@ -5,6 +5,7 @@ entries before answers, a client that disconnects, no stack traces."""
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import subprocess
 import time
@@ -338,7 +339,9 @@ def test_a_client_that_disconnects_is_still_charged(live: Start) -> None:
     assert release.entry_id == entries[0].id and _spent(server) == 0.25
 
 
-def test_bad_query_parameters_and_internal_errors_carry_no_trace(live: Start) -> None:
+def test_bad_query_parameters_and_internal_errors_carry_no_trace(
+    live: Start, caplog: pytest.LogCaptureFixture
+) -> None:
     server = live(analysts={"ann": {"people": 1.0}})
     headers = {"Authorization": f"Bearer {server.key('ann')}"}
     bad = httpx.get(server.url + "/api/v1/tables/people/dummy?rows=many", headers=headers)
@@ -346,9 +349,13 @@ def test_bad_query_parameters_and_internal_errors_carry_no_trace(live: Start) ->
     _refused(httpx.get(server.url + "/api/v1/tables/people/dummy?rows=0", headers=headers), 400)
     _refused(httpx.get(server.url + "/api/v1/tables/no%20such/dummy", headers=headers), 400)
     server.store.close()  # the store's connection is gone: an unexpected failure
-    broken = httpx.get(server.url + "/api/v1/me", headers=headers)
+    with caplog.at_level(logging.ERROR, logger="dpcurator.service"):
+        broken = httpx.get(server.url + "/api/v1/me", headers=headers)
     assert broken.status_code == 500 and broken.json()["message"] == INTERNAL_TEXT
     assert "Traceback" not in broken.text and "sqlite" not in broken.text.lower()
+    # the steward's log has what happened, with its trace
+    logged = [r for r in caplog.records if r.name == "dpcurator.service"]
+    assert logged and logged[0].exc_info is not None and "/api/v1/me" in logged[0].getMessage()
 
 
 def test_tls_through_uvicorns_own_options(tmp_path: Path) -> None:

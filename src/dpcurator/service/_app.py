@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import time
 from typing import Any
@@ -55,6 +56,9 @@ __all__ = ["CONFIG_ENV", "app_from_environment", "create_app"]
 
 CONFIG_ENV = "DPCURATOR_SERVER_CONFIG"
 """The environment variable through which ``dpcurator serve`` names the config to each worker."""
+
+
+_LOG = logging.getLogger("dpcurator.service")
 
 
 def _error(exc: DPError) -> JSONResponse:
@@ -166,6 +170,8 @@ def create_app(curator: ServiceCurator) -> FastAPI:
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> Response:
+        # the steward's log gets the trace; the analyst one fixed text
+        _LOG.error("Internal error on %s", request.url.path, exc_info=exc)
         return JSONResponse({"error": "InternalError", "message": INTERNAL_TEXT}, status_code=500)
 
     @app.get("/healthz")
