@@ -31,10 +31,16 @@ Budget: (epsilon 1.0, delta 1e-6) in total per table, split evenly over its quer
 composes the queries of a table by basic composition unless said otherwise. dpcurator runs two
 configurations: basic composition (Laplace/geometric, ``noise="auto"`` with delta/Q per query:
 the discrete Gaussian where its std is smaller) and a zCDP session (``accountant="zcdp"``, each
-query ``rho = zcdp_rho_for(1, 1e-6) / Q``, all discrete Gaussian). The headline configuration of
-each table is fixed in advance from the declaration (not from the results): basic composition for
+query ``rho = zcdp_rho_for(1, 1e-6) / Q``, all discrete Gaussian), each reported twice: the raw
+answers, and the consistent session's combined answers (``Session.combined`` on each answer
+after the whole workload of its table: every count and sum measured by the table's queries,
+including the counts and centred sums inside AVG, combined by generalised least squares; free
+post-processing; medians are not combined and stay raw). The headline configuration of each
+table is fixed in advance from the declaration (not from the results): basic composition for
 cps (one unit's rows packed in one cell: L2 = L1, where Laplace wins), zCDP for flights (one
-aircraft moves 12 monthly cells: L2 = L1 / sqrt(12)).
+aircraft moves 12 monthly cells: L2 = L1 / sqrt(12)), combined values for both (every COUNT,
+SUM and AVG of the workload is over the same table, without WHERE, of NOT NULL columns, grouped
+by public-domain keys: session consistency applies).
 
 The peers run their pure-DP configuration (their default: basic composition, Laplace or
 geometric noise) on every query and a zCDP configuration (same rho as dpcurator's) on the three
@@ -93,7 +99,13 @@ PEERS_DIR = Path(os.environ.get("PEERS_DIR", REPO / ".venv-peers"))
 EPSILON, DELTA = 1.0, 1e-6
 SEED = 20261126
 AGE_BINS = [0, 18, 25, 35, 45, 55, 65, 75, 86]
-HEADLINE = {"cps": "dpcurator (basic)", "flights": "dpcurator (zCDP)"}
+HEADLINE = {"cps": "dpcurator (basic, combined)", "flights": "dpcurator (zCDP, combined)"}
+"""The headline per table, fixed from the declarations: the noise (basic composition where one
+unit's rows share a cell, zCDP where one unit moves 12 cells) and the session's combined values
+(every count, SUM and AVG of the workload is of the same table, no WHERE, NOT NULL columns and
+public-domain keys: session consistency applies; medians are not combined and stay raw)."""
+COMBINABLE = ("count", "sum", "mean")
+"""The aggregates whose answers the consistent session combines (here all NOT NULL, no WHERE)."""
 
 QUERIES: list[dict[str, Any]] = [
     {"id": "cps_count", "table": "cps", "agg": "count", "by": []},
@@ -279,19 +291,36 @@ def dp_table(name: str, frame: pd.DataFrame, decl: dict[str, Any]) -> Table:
     )
 
 
+def _answer_of(q: dict[str, Any], frame: pd.DataFrame, column: str, bounds: Any) -> common.Answer:
+    """One query's answer per cell from a released (or combined) table's ``column``."""
+    answer: common.Answer = {}
+    for _, row in frame.iterrows():
+        key = common.cell_key([row[k] for k in q["by"]])
+        v = row[column]
+        if q["agg"] in ("mean", "median"):
+            v = common.clamp(v, *bounds[q["column"]])
+        answer[key] = float(v)
+    return answer
+
+
 def run_dpcurator(
     config: str,
     tables: dict[str, tuple[pd.DataFrame, pd.DataFrame]],
     decls: dict[str, dict[str, Any]],
     repeats: int,
     only: set[str] | None = None,
-) -> dict[str, Any]:
+) -> list[dict[str, Any]]:
     """Answer the workload ``repeats`` times, a fresh session (and budget) per table and rep.
 
+    Two records: the raw answers, and each query's combined answer (``Session.combined``,
+    asked after the whole workload of its table; a median, not combined, stays raw).
     ``only``: answer just these queries, each with its share of the whole workload's budget.
     """
     results: dict[str, list[common.Answer]] = {q["id"]: [] for q in QUERIES}
+    combined: dict[str, list[common.Answer]] = {q["id"]: [] for q in QUERIES}
     split: dict[str, str] = {}
+    stds: dict[str, str] = {}
+    combine_seconds = 0.0
     t0 = time.perf_counter()
     declared = {name: dp_table(name, tables[name][1], decls[name]) for name in tables}
     for rep in range(repeats):
@@ -315,27 +344,36 @@ def run_dpcurator(
                 )
                 kwargs = {"epsilon": EPSILON / n, "delta": DELTA / n}
             lo_hi = decls[name]["bounds"]
+            released = []
             for q in queries:
                 if only is not None and q["id"] not in only:
                     continue
                 release = session.sql(dp_sql(q), **kwargs)
-                frame = release.table
-                answer: common.Answer = {}
-                for _, row in frame.iterrows():
-                    key = common.cell_key([row[k] for k in q["by"]])
-                    v = row["v"]
-                    if q["agg"] in ("mean", "median"):
-                        v = common.clamp(v, *lo_hi[q["column"]])
-                    answer[key] = float(v)
-                results[q["id"]].append(answer)
+                released.append((q, release))
+                results[q["id"]].append(_answer_of(q, release.table, "v", lo_hi))
                 if rep == 0:
                     split[q["id"]] = "; ".join(
                         f"{m.name}: {m.mechanism} eps={m.epsilon:.4g} scale={m.scale:.4g}"
                         + (f" ({m.why})" if getattr(m, "why", "") else "")
                         for m in release.split
                     )
+            t1 = time.perf_counter()
+            for q, release in released:  # after the whole workload of the table
+                if q["agg"] not in COMBINABLE:
+                    combined[q["id"]].append(results[q["id"]][-1])
+                    continue
+                frame = session.combined(release)
+                combined[q["id"]].append(_answer_of(q, frame, "v_combined", lo_hi))
+                if rep == 0:
+                    ratio = (frame["v_combined_std"] / frame["v_std"]).mean()
+                    stds[q["id"]] = (
+                        f"std {frame['v_std'].mean():.4g} raw, "
+                        f"{frame['v_combined_std'].mean():.4g} combined ({ratio:.3f}x); "
+                        f"{frame.attrs['answers']} answers combined"
+                    )
+            combine_seconds += time.perf_counter() - t1
             session.close()
-    seconds = time.perf_counter() - t0
+    seconds = time.perf_counter() - t0 - combine_seconds
     import importlib.metadata
 
     rho_total = zcdp_rho_for(EPSILON, DELTA)
@@ -347,8 +385,9 @@ def run_dpcurator(
         else f"basic composition: epsilon {EPSILON}/Q and delta {DELTA}/Q per query, "
         "noise='auto' (the discrete Gaussian only where its std is the smaller)"
     )
-    return {
-        "library": f"dpcurator ({'zCDP' if config == 'zcdp' else 'basic'})",
+    label = "zCDP" if config == "zcdp" else "basic"
+    raw = {
+        "library": f"dpcurator ({label})",
         "version": importlib.metadata.version("dpcurator"),
         "seconds": seconds,
         "setup_seconds": 0.0,
@@ -356,6 +395,19 @@ def run_dpcurator(
         "unsupported": {},
         "notes": {"budget": how, "split": split},
     }
+    both = {
+        **raw,
+        "library": f"dpcurator ({label}, combined)",
+        "seconds": seconds + combine_seconds,
+        "combine_seconds": combine_seconds,
+        "results": combined,
+        "notes": {
+            "budget": how + "; then Session.combined on each answer (post-processing, free)",
+            "split": split,
+            "combined": stds,
+        },
+    }
+    return [raw, both]
 
 
 # --------------------------------------------------------------------------------------------
@@ -472,7 +524,7 @@ def verdicts(records: list[dict[str, Any]], which: str = "mae") -> list[dict[str
     rows = []
     for q in QUERIES:
         ours = next(r for r in ok if r["library"] == HEADLINE[q["table"]])
-        other = next(r for r in ok if r["library"].startswith("dpcurator") and r is not ours)
+        raw = next(r for r in ok if r["library"] == HEADLINE[q["table"]].replace(", combined", ""))
         best = None
         for r in peers:
             v = r[which].get(q["id"])
@@ -482,7 +534,7 @@ def verdicts(records: list[dict[str, Any]], which: str = "mae") -> list[dict[str
         row = {
             "query": q["id"],
             "dpcurator": mine,
-            "dpcurator_other_config": other[which][q["id"]],
+            "dpcurator_raw": raw[which][q["id"]],
             "best_peer": best[0] if best else None,
             "best_peer_mae": best[1] if best else None,
         }
@@ -490,11 +542,11 @@ def verdicts(records: list[dict[str, Any]], which: str = "mae") -> list[dict[str
             ratio = mine / best[1]
             row["ratio"] = ratio
             # Gaussian noise applies where one unit moves many cells (flights by month: L2 =
-            # L1 / sqrt(12)); session consistency where counts of the same population are asked
-            # at several levels (the total, by state, by age band; the total, by month, by
-            # carrier and month).
+            # L1 / sqrt(12)); session consistency wherever counts and sums of the same
+            # population are measured by several queries: every COUNT, SUM and AVG here (the
+            # total, by state, by age band, the counts and centred sums inside AVG, SUM).
             gaussian = q["table"] == "flights" and bool(q["by"])
-            consistency = q["agg"] == "count"
+            consistency = q["agg"] in COMBINABLE
             if q["agg"] == "median":
                 target, met = "<= 2x best peer", ratio <= 2.0
             elif gaussian or consistency:
@@ -541,7 +593,8 @@ def print_report(result: dict[str, Any]) -> None:
                 + f" | {ratio} |"
             )
     print(
-        "\nTargets (headline dpcurator: basic composition on cps, zCDP on flights; bounded truth):"
+        "\nTargets (headline dpcurator: basic composition on cps, zCDP on flights, the session's "
+        "combined values; bounded truth):"
     )
     for v in verdicts(records, "mae"):
         if "ratio" in v:
@@ -622,9 +675,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     records = []
     only = None if args.only is None else set(args.only)
     for config in ("basic", "zcdp"):
-        rec = run_dpcurator(config, tables, decls, args.repeats, only)
-        print(f"  {rec['library']}: {rec['seconds']:.1f} s", flush=True)
-        records.append(rec)
+        for rec in run_dpcurator(config, tables, decls, args.repeats, only):
+            print(f"  {rec['library']}: {rec['seconds']:.1f} s", flush=True)
+            records.append(rec)
     if only is not None:
         score(records, truth)
         for rec in records:

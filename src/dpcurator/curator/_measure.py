@@ -253,11 +253,12 @@ def _selection(m: Measurement) -> bool:
 
 def compute(
     plan: Plan, exact: Exact, *, source: RandomSource, confidence: float
-) -> tuple[pd.DataFrame, dict[str, str]]:
+) -> tuple[pd.DataFrame, dict[str, str], tuple[Any, ...]]:
     """Add noise to the exact aggregates and build the released table.
 
     Returns the table (group keys, then ``value, value_std, value_ci_low, value_ci_high`` for
-    each aggregate) and, per aggregate, how its interval is obtained.
+    each aggregate), per aggregate how its interval is obtained, and what was measured (the
+    groups' keys and each measure's noisy vector: :attr:`QueryRelease.measured`).
     """
     values = {v.column: v for v in plan.values}
     measured = Measured(plan.query.table, values, confidence)
@@ -278,8 +279,8 @@ def compute(
             vector = groups.vector(exact, m.result)
             measured.noisy[m.measure] = _noisy(m, event, vector, measured.levels, source)
     outputs = {a.alias: release(a, measured) for a in plan.query.aggregates}
-    frame = _frame(plan, groups.keys, outputs)
-    return frame, {alias: out.exact for alias, out in outputs.items()}
+    intervals = {alias: out.exact for alias, out in outputs.items()}
+    return _frame(plan, groups.keys, outputs), intervals, (tuple(groups.keys), measured.noisy)
 
 
 def _quantiles(

@@ -56,6 +56,11 @@ class QueryRelease:
         bound, :func:`~dpcurator.curator._estimates.quantile_rank_error`).
     threshold : int or None
         The partition-selection threshold on noisy distinct-unit counts, when used.
+    measured : tuple
+        The noisy count and sum vectors the values were computed from (released values,
+        post-processing input of :meth:`Session.combined`): the groups' key tuples in domain
+        order (every group measured, also those a LIMIT leaves out of ``table``), and each
+        measure's noisy vector; empty when unknown.
 
     Examples
     --------
@@ -85,6 +90,7 @@ class QueryRelease:
     bounded_sql: str
     threshold: int | None = None
     rank_errors: dict[str, float] = field(default_factory=dict)
+    measured: tuple[Any, ...] = field(default=(), repr=False, compare=False)
 
     def to_pandas(self) -> pd.DataFrame:
         """Return the released table (a copy)."""

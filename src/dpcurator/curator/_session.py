@@ -27,7 +27,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Self, cast
+from typing import TYPE_CHECKING, Any, Self, cast
 
 import duckdb
 import pandas as pd
@@ -498,20 +498,24 @@ class Session:
         return release
 
     def combined(self, release: QueryRelease) -> pd.DataFrame:
-        """Return a ``COUNT(*)`` answer of this session combined with its others (free).
+        """Return an answer of this session combined with its others (free).
 
-        The session's ``COUNT(*)`` answers over the same table and filter, grouped by keys with
-        public domains (a total, by state, by state and status, a histogram), are combined by
-        noise-aware least squares (:mod:`dpcurator.curator._consistent`): the combined counts
-        are consistent with each other (a total equals the sum of its groups) and never less
-        accurate than the raw ones. Post-processing: nothing is read or spent.
+        Every noisy count and sum the session measured over the same table and filter, grouped
+        by keys with public domains, is combined by noise-aware least squares
+        (:mod:`dpcurator.curator._consistent`): ``COUNT(*)`` and ``HISTOGRAM`` answers, the
+        counts and centred sums inside ``AVG``/``VARIANCE`` and the sums of ``SUM`` over
+        columns declared NOT NULL. The combined counts and sums are consistent with each other
+        (a total equals the sum of its groups) and never less accurate than the raw ones; an
+        ``AVG`` is recombined from its combined sum and count. Post-processing: nothing is read
+        or spent.
 
         Returns
         -------
         pandas.DataFrame
-            The release's keys, the raw count and its std (``n``, ``n_std``), the combined
-            count and its std (``n_combined``, ``n_combined_std``); ``attrs["answers"]`` says
-            how many answers were combined.
+            The release's keys, then per ``COUNT``, ``SUM`` or ``AVG`` column ``v``: the raw
+            value and its std (``v``, ``v_std``), the combined value and its std
+            (``v_combined``, ``v_combined_std``); ``attrs["answers"]`` says how many answers
+            were combined.
 
         Raises
         ------
@@ -698,7 +702,9 @@ def _engine(
     return engine
 
 
-def _answer(session: Session, plan: Plan) -> tuple[pd.DataFrame, dict[str, str]] | None:
+def _answer(
+    session: Session, plan: Plan
+) -> tuple[pd.DataFrame, dict[str, str], tuple[Any, ...]] | None:
     """Read the data and add noise; None if anything failed (the caller says so, fixed text)."""
     try:
         exact = fetch(plan, session._read(plan), groups=False)
@@ -725,9 +731,9 @@ def _release(
     session: Session,
     plan: Plan,
     entry: LedgerEntry,
-    released: tuple[pd.DataFrame, Mapping[str, str]],
+    released: tuple[pd.DataFrame, Mapping[str, str], tuple[Any, ...]],
 ) -> QueryRelease:
-    table, intervals = released
+    table, intervals, measured = released
     confidence = session._confidence
     return QueryRelease(
         query=plan.query.text,
@@ -744,6 +750,7 @@ def _release(
         bounded_sql=render(plan.statements.main, SOURCE_TABLE, session._engine.dialect),
         threshold=plan.threshold,
         rank_errors=_rank_errors(plan, confidence),
+        measured=measured,
     )
 
 
