@@ -6,6 +6,7 @@ Reproduce (the figures of BENCHMARKS.md come from one run of the first line)::
     .venv/bin/python benchmarks/bench_engines.py --quick         # 1M rows only, few repeats
     .venv/bin/python benchmarks/bench_engines.py --only duckdb --sizes 1000000 10000000
     .venv/bin/python benchmarks/bench_engines.py --show benchmarks/results/engines.json
+    .venv/bin/python benchmarks/bench_engines.py --statements --repeats 3   # see 5.
 
 Spark needs a Python with PySpark and dpcurator's dependencies (``.venv-peers/spark``, made by
 ``--setup-spark`` with Tumult's PySpark 3.5.9, else this one if it has PySpark; or
@@ -70,6 +71,10 @@ after one that took over ``--max-seconds`` (default 60 s).
 
 4. Scaling: the DuckDB figures of 1 and 2 arranged by rows (1M, 10M, 100M), rows per unit
    (1-5, 10, 100) and groups (1,000, 100,000); a table and ``benchmarks/results/engines.png``.
+
+5. ``--statements`` (alone): the first query's statements against a single pass over the rows
+   (:data:`SINGLE_PASS`), interleaved in this process, CPU and wall seconds, no JSON written
+   (see :func:`statement_timings`).
 
 Writes ``benchmarks/results/engines.json`` (``--out``) and prints markdown tables for
 BENCHMARKS.md with the command, the machine and the versions.
@@ -878,6 +883,125 @@ def git_rev() -> str:
     return rev + (" + uncommitted changes in src/" if dirty else "")
 
 
+# --------------------------------------------------------------------------------------------
+# --statements: the first query's statements against a single pass, in one process
+
+SINGLE_PASS = """
+WITH __all AS NOT MATERIALIZED (SELECT "unit_id" AS __u, "grp" AS __k0, {value} AS __x0
+    FROM {rows} WHERE NOT "unit_id" IS NULL),
+__units AS (SELECT __u, COUNT(*) AS __a, MIN(__k0) AS __k0,
+    (MIN(__k0) <> MAX(__k0) OR (COUNT(__k0) > 0 AND COUNT(__k0) < COUNT(*))) AS __sev,
+    SUM({index}) AS __s FROM __all GROUP BY __u),
+__pairs AS (SELECT __k0, LEAST(__a, 5) AS __w,
+    CASE WHEN __a <= 5 THEN __s ELSE (__s * LEAST(__a, 5)) // __a END AS __s,
+    NOT __sev AND __k0 BETWEEN 0 AND {top} AND FLOOR(__k0) = __k0 AS __keep, __sev,
+    __sev OR __a > 5 AS __heavy FROM __units),
+__groups AS (SELECT __k0, SUM(__w) FILTER (WHERE __keep) AS __m0,
+    SUM(CAST(__s AS BIGINT)) FILTER (WHERE __keep) AS __m1, COUNT(*) FILTER (WHERE __keep) AS __c,
+    COUNT(*) FILTER (WHERE __heavy) AS __h, COUNT(*) FILTER (WHERE __sev) AS __v
+    FROM __pairs GROUP BY __k0)
+SELECT * FROM (SELECT __k0, __m0, __m1, SUM(__h) OVER () AS __over, SUM(__v) OVER () AS __several,
+    __c FROM __groups) WHERE __c > 0
+"""
+"""The single pass of the issue, for one group per unit and the benchmark's declaration (grp in
+0..top, value in [0, 100], at most 5 rows): one aggregation per unit over every row (its rows,
+its key if it has one, the exact integer sum of its values' indices), each unit of one key
+counted as the existing scaled bounding counts its one pair (min(n, 5) rows, sums scaled), and
+the units beyond their bounds counted from the same aggregation (a window over the groups);
+units of several keys are only counted (their pairs would need a second look at their rows)."""
+
+
+def statement_timings(args: argparse.Namespace) -> None:
+    """Time the first query's statements and a single pass over the rows, in one process.
+
+    For each shape at ``--shape-rows`` rows: the floor, the current units-beyond-bounds
+    statement (``over``), the aggregation a session runs after it (without bounding steps
+    when no unit is beyond its bounds, else every unit's pairs scaled), both together, and
+    :data:`SINGLE_PASS`; each ``--repeats`` times, interleaved, CPU seconds of this process
+    (user + system, all DuckDB threads) and wall seconds, medians. The statements are the
+    ones dpcurator renders for the benchmark's declaration (``src`` of this checkout).
+    """
+    import resource
+
+    sys.path.insert(0, str(REPO / "src"))
+    from dpcurator.accounting import Budget
+    from dpcurator.curator import Column, Session, Table
+    from dpcurator.curator._measures import ValueSum
+    from dpcurator.curator._statements import _row_index, all_pairs, without_heavy
+
+    def cpu() -> float:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime
+
+    rows = args.shape_rows
+    print(f"statements at {rows:,} rows: CPU s (wall s), medians of {args.repeats}")
+    for shape in (engines_data.BASE, engines_data.ROWS10, engines_data.ROWS100):
+        path = shape.path(DATA_DIR, rows)
+        if not path.exists():
+            subprocess.run(
+                [sys.executable, str(HERE / "engines" / "data.py"), shape.key, str(rows), DATA_DIR],
+                check=True,
+            )
+        table = Table(
+            "t",
+            str(path),
+            privacy_unit="unit_id",
+            max_rows_per_unit=5,
+            max_groups_per_unit=1,
+            columns=[
+                Column("grp", domain=list(range(shape.groups))),
+                Column("value", lower=0.0, upper=100.0, nullable=False),
+            ],
+        )
+        session = Session(table, Budget(1e9), ledger=":memory:")
+        plan = session.plan("SELECT grp, COUNT(*), SUM(value) FROM t GROUP BY grp", epsilon=1)
+        engine = session._engine
+        assert plan.statements.over is not None
+        heavy = shape.key != engines_data.BASE.key
+        main = all_pairs(plan.statements.main) if heavy else without_heavy(plan.statements.main)
+        relation = engine.relation("t")
+        value = (
+            'CASE WHEN "value" IS NULL OR ISNAN(CAST("value" AS DOUBLE)) THEN 50.0 ELSE CASE '
+            'WHEN CAST("value" AS DOUBLE) < 0.0 THEN 0.0 WHEN CAST("value" AS DOUBLE) > 100.0 '
+            'THEN 100.0 ELSE CAST("value" AS DOUBLE) END END'
+        )
+        summed = next(m for m in plan.measurements if isinstance(m.measure, ValueSum))
+        assert isinstance(summed.measure, ValueSum)
+        index = _row_index(plan.values[0], summed.measure, summed.bits).sql(dialect="duckdb")
+        over = engine.render(plan.statements.over, "t")
+        statements = {
+            "floor": f"SELECT COUNT(*), SUM(n) FROM (SELECT unit_id, COUNT(*) AS n FROM "
+            f"{relation} GROUP BY unit_id)",
+            "over": f"SELECT COUNT(*) FROM ({over})",
+            "aggregation": engine.render(main, "t"),
+            "single pass": SINGLE_PASS.format(
+                rows=relation, value=value, index=index, top=shape.groups - 1
+            ),
+        }
+        conn = engine._connection
+        today = sorted(tuple(r[:3]) for r in conn.execute(statements["aggregation"]).fetchall())
+        single = sorted(tuple(r[:3]) for r in conn.execute(statements["single pass"]).fetchall())
+        if today != single:  # every unit has one key here: the same aggregates either way
+            raise SystemExit(f"{shape.key}: the single pass differs from the aggregation")
+        spent: dict[str, list[tuple[float, float]]] = {name: [] for name in statements}
+        for _ in range(args.repeats):
+            for name, sql in statements.items():
+                c0, t0 = cpu(), time.perf_counter()
+                conn.execute(sql).fetchall()
+                spent[name].append((cpu() - c0, time.perf_counter() - t0))
+        med = {
+            name: (statistics.median(c for c, _ in xs), statistics.median(w for _, w in xs))
+            for name, xs in spent.items()
+        }
+        both = (med["over"][0] + med["aggregation"][0], med["over"][1] + med["aggregation"][1])
+        med["over + aggregation (today)"] = both
+        floor = med["floor"][0]
+        print(f"\n{shape.label(rows)}:")
+        for name, (c, w) in med.items():
+            print(f"  {name:28s} {c:7.3f} ({w:6.3f})  {c / floor:5.2f}x the floor's CPU")
+        session.close()
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=list(DEFAULT_SIZES))
@@ -917,6 +1041,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--out", type=Path, default=HERE / "results" / "engines.json")
     parser.add_argument("--plot", type=Path, default=HERE / "results" / "engines.png")
     parser.add_argument("--show", type=Path, default=None, help="print a saved JSON's tables")
+    parser.add_argument(
+        "--statements",
+        action="store_true",
+        help="time the first query's statements against a single pass (one process) and stop",
+    )
     args = parser.parse_args(argv)
     if args.setup_spark:
         sys.exit(setup_spark_venv())
@@ -930,6 +1059,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args.later = args.later or (3 if args.quick else 5)
     args.shape_rows = args.shape_rows or (1_000_000 if args.quick else 10_000_000)
     args.sizes = sorted(set(args.sizes))
+    if args.statements:
+        statement_timings(args)
+        return {}
     python = (
         os.path.relpath(sys.executable, REPO)
         if sys.executable.startswith(str(REPO))

@@ -26,11 +26,18 @@ from hypothesis import strategies as st
 from sqlglot import exp
 
 from dpcurator.curator import Column, Plan, Session, Table
+from dpcurator.curator._engine import SOURCE
 from dpcurator.curator._measure import Exact, compute, fetch
 from dpcurator.curator._measures import ColumnCount, RowCount, UnitCount, ValueSum
-from dpcurator.curator._statements import all_pairs, without_heavy
+from dpcurator.curator._statements import all_pairs, scale_part, without_heavy
 from dpcurator.noise import InsecureSeededSource
-from tests.curator.conftest import STATES, EngineKind, exact_aggregates, open_session
+from tests.curator.conftest import (
+    STATES,
+    EngineKind,
+    exact_aggregates,
+    open_session,
+    session_engine,
+)
 from tests.curator.test_bounding import _check
 from tests.curator.test_over_cache import _same
 from tests.privacy_check import audit, threshold_events
@@ -211,6 +218,48 @@ def test_a_session_with_many_units_beyond_bounds_scales_every_pair(
         _same(from_cache, recomputed)
     read = [{t.name for t in s.find_all(exp.Table)} for s in ran]
     assert any("__scaled" in names and "__over" not in names for names in read)
+
+
+def test_a_pair_total_is_scaled_exactly_in_both_integer_widths(engine_kind: EngineKind) -> None:
+    # (s m) DIV n for exact pair totals s on both sides of the BIGINT fast path's bound
+    # (|s| <= (2**63 - 1) // 15): the same quotient as Python's, rounding toward zero.
+    limit = 15
+    bound = (2**63 - 1) // limit
+    cases = [
+        (n * v + r, m, n)
+        for n in (1, 3, 7, 10**6, 10**12)
+        for v in (0, 1, -1, 2**30, -(2**30), 2**40 + 3, -(2**40) - 5)
+        for r in (0, n // 2, -(n // 3))
+        for m in (0, 1, 3, 5)
+    ]
+    cases += [(s, 5, 10**6) for s in (bound, bound + 1, -bound, -bound - 1)]
+    assert any(abs(s) > bound for s, _, _ in cases) and any(abs(s) <= bound for s, _, _ in cases)
+    frame = pd.DataFrame(
+        {
+            "i": range(len(cases)),
+            "s": [str(s) for s, _, _ in cases],
+            "m": [m for _, m, _ in cases],
+            "n": [n for _, _, n in cases],
+        }
+    )
+    table = Table("pairs", frame, columns=[Column("i"), Column("s"), Column("m"), Column("n")])
+    engine = session_engine(engine_kind)
+    if engine is None:
+        from dpcurator.curator import DuckDBEngine
+
+        engine = DuckDBEngine()
+    wide = "HUGEINT" if engine.dialect == "duckdb" else "DECIMAL(38, 0)"
+    total = exp.cast(exp.column("s", quoted=True), exp.DataType.build(wide, dialect="duckdb"))
+    scaled = scale_part(total, exp.column("m", quoted=True), exp.column("n", quoted=True), limit)
+    as_text = exp.cast(scaled, exp.DataType.build("VARCHAR"))
+    statement = exp.select(exp.column("i", quoted=True), exp.alias_(as_text, "q")).from_(SOURCE)
+    try:
+        engine.register(table)
+        got = engine.run(statement, "pairs")
+    finally:
+        engine.close()
+    by_row = {int(i): int(q) for i, q in zip(got["i"], got["q"], strict=True)}
+    assert by_row == {i: _div(s * m, n) for i, (s, m, n) in enumerate(cases)}
 
 
 # -- empirical privacy of the scaled sum ------------------------------------------------------

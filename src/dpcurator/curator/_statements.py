@@ -33,8 +33,9 @@ The statement, in steps (common table expressions):
     (``m = min(n, c, k - P)``, ``P`` the weights before it; pairs left at 0 are dropped). The
     pair then counts ``m`` rows, and each of its sums (``COUNT(col)`` included) is
     ``(s m) DIV n``, rounding toward zero, the same on DuckDB and Spark (exact integers:
-    HUGEINT, DECIMAL(38, 0) and BIGINT). A pair within its bounds has ``m = n``, so it is
-    counted exactly. What a unit contributes is as bounded as ``m`` of its rows would be:
+    HUGEINT, DECIMAL(38, 0) and BIGINT; BIGINT wherever ``s m`` fits, see :func:`scale_part`).
+    A pair within its bounds has ``m = n``, so it is counted exactly. What a unit contributes
+    is as bounded as ``m`` of its rows would be:
     ``0 <= m <= c`` rows per group, ``sum m <= k``, at most ``g`` groups; ``|(s m) DIV n| <=
     m max|index|`` since ``|s| <= n max|index|``; ``0 <= (cc m) DIV n <= m`` for ``cc <= n``
     non-NULL rows; and it is present in a group (``COUNT(DISTINCT unit)``) only where
@@ -87,6 +88,7 @@ __all__ = [
     "over_statement",
     "quantile_buckets",
     "quantile_clamp",
+    "scale_part",
     "with_over",
     "without_heavy",
 ]
@@ -525,14 +527,17 @@ def _scaled_bounding(
     rank = bool(grouped) and g < k
     total = bool(grouped) and (not rank or g * c > k)
     capped = _least(_ref("__n"), _integer(c))
+    # |m| <= c for a kept pair; k + g c also bounds a dropped one's (m = min(n, c, k - P) with
+    # P <= g c), should an engine compute a row before filtering it out.
+    limit = k + g * c
     if rank and g == 1 and not total:
         steps += _one_pair(pair_columns, grouped)
-        steps.append(("__scaled", _scaled(grouped, parts, "__kept", capped)))
+        steps.append(("__scaled", _scaled(grouped, parts, "__kept", capped, limit)))
     elif rank or total:
         steps += _kept_pairs(pair_columns, grouped, contribution, total=total)
-        steps.append(("__scaled", _scaled(grouped, parts, "__kept", _ref("__m"))))
+        steps.append(("__scaled", _scaled(grouped, parts, "__kept", _ref("__m"), limit)))
     else:
-        steps.append(("__scaled", _scaled(grouped, parts, "__pairs", capped)))
+        steps.append(("__scaled", _scaled(grouped, parts, "__pairs", capped, limit)))
     own: list[exp.Expr] = [_ref(UNIT), *map(_ref, grouped), exp.alias_(_integer(1), "__w")]
     own += [exp.alias_(p.row.copy(), p.name) for p in parts]
     steps.append(("__own", exp.select(*own).from_("__rows")))
@@ -618,13 +623,39 @@ def _kept_pairs(
     return [*steps, ("__kept", exp.select(*columns, "__m").from_(kept.subquery("__k")))]
 
 
-def _scaled(grouped: Sequence[str], parts: Sequence[_Part], kept: str, m: exp.Expr) -> exp.Select:
-    """Each kept pair's weight ``m`` and its parts scaled by ``m / n`` (pairs with ``m > 0``)."""
+def _scaled(
+    grouped: Sequence[str], parts: Sequence[_Part], kept: str, m: exp.Expr, limit: int
+) -> exp.Select:
+    """Each kept pair's weight ``m`` and its parts scaled by ``m / n`` (pairs with ``m > 0``).
+
+    ``limit`` bounds ``|m|``. See :func:`scale_part` for the integer arithmetic.
+    """
     items: list[exp.Expr] = [_ref(UNIT), *map(_ref, grouped), exp.alias_(m, "__w")]
     for p in parts:
-        product = exp.paren(exp.Mul(this=_ref(p.name), expression=m.copy()))
-        items.append(exp.alias_(exp.IntDiv(this=product, expression=_ref("__n")), p.name))
+        scaled = scale_part(_ref(p.name), m.copy(), _ref("__n"), limit)
+        items.append(exp.alias_(scaled, p.name))
     return exp.select(*items).from_(kept).where(exp.GT(this=m.copy(), expression=_integer(0)))
+
+
+_INT64_MAX = 2**63 - 1
+
+
+def scale_part(s: exp.Expr, m: exp.Expr, n: exp.Expr, limit: int) -> exp.Expr:
+    """Return ``(s m) DIV n`` (toward zero) for an exact pair total ``s`` and ``|m| <= limit``.
+
+    ``s`` is an exact wide integer (DuckDB: HUGEINT; Spark: DECIMAL(38, 0)), whose product and
+    division cost several times a BIGINT's (DuckDB divides HUGEINTs in software). Where
+    ``|s| <= (2**63 - 1) // limit``, ``s m`` fits a BIGINT, so the same quotient is computed
+    in BIGINT; the other pairs keep the wide arithmetic. Both branches are exact integer
+    divisions rounding toward zero, so the value is the same either way, on every engine.
+    """
+    bound = _INT64_MAX // max(limit, 1)
+    fits = exp.Between(this=s.copy(), low=_integer(-bound), high=_integer(bound))
+    narrow = exp.Mul(this=exp.cast(s.copy(), exp.DataType.build("BIGINT")), expression=m.copy())
+    wide = exp.Mul(this=s.copy(), expression=m.copy())
+    fast = exp.IntDiv(this=exp.paren(narrow), expression=n.copy())
+    slow = exp.IntDiv(this=exp.paren(wide), expression=n.copy())
+    return exp.Case().when(fits, fast).else_(slow)
 
 
 def _scaled_aggregate(m: Measurement, index: int) -> exp.Expr | None:
