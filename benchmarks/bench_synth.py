@@ -26,6 +26,9 @@ Usage::
     .venv/bin/python benchmarks/bench_synth.py                 # Adult, all methods
     .venv/bin/python benchmarks/bench_synth.py --dataset cps --epsilons 1 --peers smartnoise
     .venv/bin/python benchmarks/bench_synth.py --epsilons 3 --methods aim --baseline HEAD
+    .venv/bin/python benchmarks/bench_synth.py --epsilons 3 --methods aim --seeds 3000,1,2
+
+``--seeds``: the sessions' seeds, one run of everything per seed (default: ``1000 epsilon``).
 """
 
 from __future__ import annotations
@@ -145,10 +148,11 @@ from dpcurator.curator import Session
 from dpcurator.noise import InsecureSeededSource
 from baseline_synth._synthesize import synthesize
 dataset, method, eps, out = sys.argv[3], sys.argv[4], float(sys.argv[5]), sys.argv[6]
+seed = int(sys.argv[7])
 table, _ = adult() if dataset == "adult" else cps()
 names = [c.name for c in table.columns if c.name != table.unit_column]
 with Session(table, Budget(1e6, 1e-3), accountant="zcdp", ledger=":memory:",
-             source=InsecureSeededSource(int(eps * 1000))) as session:
+             source=InsecureSeededSource(seed)) as session:
     start = time.perf_counter()
     released = synthesize(session, epsilon=eps, delta=DELTA, method=method)
     seconds = time.perf_counter() - start
@@ -158,7 +162,7 @@ print(json.dumps({"seconds": seconds, "rounds": released.rounds}))
 
 
 def baseline(
-    revision: str, work: Path, dataset: str, method: str, *, eps: float, timeout: float
+    revision: str, work: Path, dataset: str, method: str, *, eps: float, seed: int, timeout: float
 ) -> tuple[np.ndarray | None, float | None, str]:
     """Run ``method`` with the ``dpcurator.synth`` package of a git revision (same seed)."""
     package = work / "baseline" / "baseline_synth"
@@ -183,11 +187,11 @@ def baseline(
                 text = text.replace("dpcurator.synth.", "baseline_synth.")
                 (package / Path(path).name).write_text(text)
         (work / "baseline" / "runner.py").write_text(_BASELINE_RUNNER)
-    out = work / f"baseline-{method}-{eps}.npy"
+    out = work / f"baseline-{method}-{eps}-{seed}.npy"
     try:
         done = subprocess.run(
             [sys.executable, str(work / "baseline" / "runner.py"), str(work / "baseline"),
-             str(ROOT / "benchmarks"), dataset, method, str(eps), str(out)],
+             str(ROOT / "benchmarks"), dataset, method, str(eps), str(out), str(seed)],
             capture_output=True, text=True, timeout=timeout, check=False,
         )  # fmt: skip
     except subprocess.TimeoutExpired:
@@ -209,6 +213,7 @@ def run(
     skip: frozenset[str] = frozenset(),
     time_limit: float | None = None,
     revision: str | None = None,
+    seeds: list[int] | None = None,
 ) -> list[dict[str, Any]]:
     table, target_name = adult() if dataset == "adult" else cps()
     names = [c.name for c in table.columns if c.name != table.unit_column]
@@ -222,12 +227,15 @@ def run(
     codes_path = work / "codes.csv"
     pd.DataFrame(true, columns=names).to_csv(codes_path, index=False)
 
+    seed = 0
+
     def record(
         method: str, eps: float, synth: np.ndarray | None, seconds: float | None, note: str = ""
     ) -> None:
         row: dict[str, Any] = {
             "dataset": dataset,
             "epsilon": eps,
+            "seed": seed,
             "method": method,
             "seconds": seconds,
             "note": note,
@@ -237,11 +245,11 @@ def run(
         results.append(row)
         print(json.dumps(row), flush=True)
 
-    for eps in epsilons:
+    for eps, seed in [(e, s) for e in epsilons for s in seeds or [int(e * 1000)]]:
         for method in methods:
             if revision is not None:
                 old, seconds_old, note = baseline(
-                    revision, work, dataset, method, eps=eps, timeout=timeout
+                    revision, work, dataset, method, eps=eps, seed=seed, timeout=timeout
                 )
                 record(f"dpcurator {method} ({revision})", eps, old, seconds_old, note)
             with Session(
@@ -249,7 +257,7 @@ def run(
                 Budget(1e6, 1e-3),
                 accountant="zcdp",
                 ledger=":memory:",
-                source=InsecureSeededSource(int(eps * 1000)),
+                source=InsecureSeededSource(seed),
             ) as session:
                 start = time.perf_counter()
                 released = synthesize(
@@ -276,7 +284,7 @@ def run(
             model = fit_model(sizes, marginals, iterations=1000)
             ours = model.sample(len(released.table), InsecureSeededSource(5))
             record(f"dpcurator inference ({method} input)", eps, ours, time.perf_counter() - start)
-            stored = work / f"{method}-{eps}.npz"
+            stored = work / f"{method}-{eps}-{seed}.npz"
             holder = np.empty(len(cliques), dtype=object)
             holder[:] = cliques
             values = np.empty(len(cliques), dtype=object)
@@ -289,7 +297,7 @@ def run(
                 sigmas=np.array([m.sigma for m in released.measurements]),
                 rows=len(released.table),
             )
-            out = work / f"mbi-{method}-{eps}.npy"
+            out = work / f"mbi-{method}-{eps}-{seed}.npy"
             seconds_mbi, note = peer(
                 "synth-mbi",
                 [str(ROOT / "benchmarks/peers/synth_mbi.py"), str(stored), str(out), "1000"],
@@ -304,7 +312,7 @@ def run(
             )
         if "smartnoise" in peers:
             for method in [m for m in methods if m != "independent" and m not in skip]:
-                out = work / f"sn-{method}-{eps}.npy"
+                out = work / f"sn-{method}-{eps}-{seed}.npy"
                 seconds, note = peer(
                     "synth-smartnoise",
                     [
@@ -338,6 +346,7 @@ def main() -> None:
     parser.add_argument("--time-limit", type=float, default=None, help="dpcurator's fits")
     parser.add_argument("--skip-peer-methods", default="", help="e.g. aim: SmartNoise MST only")
     parser.add_argument("--baseline", default=None, help="a git revision of dpcurator.synth")
+    parser.add_argument("--seeds", default="", help="comma-separated (default: 1000 epsilon)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/synth.json")
     args = parser.parse_args()
     epsilons = [float(e) for e in args.epsilons.split(",")]
@@ -353,6 +362,7 @@ def main() -> None:
         skip=skip,
         time_limit=args.time_limit,
         revision=args.baseline,
+        seeds=[int(s) for s in args.seeds.split(",") if s] or None,
     )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=1))

@@ -12,7 +12,9 @@ be caught.
 from __future__ import annotations
 
 import importlib
+import itertools
 import json
+import math
 from collections.abc import Callable, Iterator
 from fractions import Fraction
 from pathlib import Path
@@ -30,11 +32,18 @@ from dpcurator.accounting import (
     zcdp_to_epsilon,
 )
 from dpcurator.cli import app
-from dpcurator.curator import Column, Session, Table
+from dpcurator.curator import Column, Plan, Session, Table
+from dpcurator.curator._steward import Projection
 from dpcurator.errors import BudgetExceededError, InvalidParameterError, QueryError
 from dpcurator.noise import InsecureSeededSource
 from dpcurator.synth import METHODS, Marginal, fit_model, synthesize
-from dpcurator.synth._measure import MarginalQuery, attributes, sigma_for
+from dpcurator.synth._measure import (
+    MarginalQuery,
+    attributes,
+    groups_for,
+    plan_marginals,
+    sigma_for,
+)
 
 # The suite's Clopper-Pearson audit; imported by name so that mypy, run on this package, does not
 # type-check that shared helper (its lambdas are untyped).
@@ -111,14 +120,26 @@ RHO = 0.125
 DELTA = 1e-3
 
 
-def _measurements(frame: pd.DataFrame, declared_rows: int, sigma: float, seed: int) -> np.ndarray:
+def _query(session: Session, table: Table, projected: bool) -> MarginalQuery:
+    """The one-way marginal of ``sex``: its own plan, or summed from ``GROUP BY sex, smoker``."""
+    attrs = attributes(table, ["sex", "smoker"])
+    if not projected:
+        return MarginalQuery.build(session, table, attrs, (0,))
+    query = plan_marginals(session, table, attrs, [(0,), (0, 1)])[(0,)]
+    assert isinstance(query.measured, Projection)  # one read of the pair, summed over smoker
+    return query
+
+
+def _measurements(
+    frame: pd.DataFrame, declared_rows: int, sigma: float, seed: int, projected: bool
+) -> np.ndarray:
     """``N`` noisy counts of the cell ``sex = 'F'`` of the one-way marginal of ``sex``."""
     table = _table(frame, rows=declared_rows)
     source = InsecureSeededSource(seed)
     with Session(
         table, Budget.unlimited(), accountant="zcdp", ledger=":memory:", source=source
     ) as session:
-        query = MarginalQuery.build(session, table, attributes(table, ["sex"]), (0,))
+        query = _query(session, table, projected)
         # The synthesis's measurement step, inside the session: N of them, all charged.
         rho = N * query.l2sq / (2 * sigma**2) * (1 + 1e-9)
         steps = session.charged_measurements("audit", [ZCDPEvent(rho=rho)], rho)
@@ -128,7 +149,8 @@ def _measurements(frame: pd.DataFrame, declared_rows: int, sigma: float, seed: i
 
 @pytest.mark.statistical
 @pytest.mark.slow
-def test_measurement_is_private_for_a_household_of_several_rows() -> None:
+@pytest.mark.parametrize("projected", [False, True], ids=["own-plan", "projected"])
+def test_measurement_is_private_for_a_household_of_several_rows(projected: bool) -> None:
     people = _people()
     heavy = pd.DataFrame(
         {"hh": -1, "age": 30, "sex": "F", "smoker": False, "income": 1.0}, index=range(20)
@@ -136,20 +158,106 @@ def test_measurement_is_private_for_a_household_of_several_rows() -> None:
     with_unit = pd.concat([people, heavy], ignore_index=True)
     table = _table(with_unit)
     with Session(table, Budget.unlimited(), ledger=":memory:") as session:
-        query = MarginalQuery.build(session, table, attributes(table, ["sex"]), (0,))
+        query = _query(session, table, projected)
     assert (query.l1, query.l2sq) == (3, 9)  # three rows per household, all in one cell
     sigma = sigma_for(query.l2sq, Fraction(RHO))
     epsilon = zcdp_to_epsilon(RHO, DELTA)
-    samples = _measurements(with_unit, 3, sigma, 1), _measurements(people, 3, sigma, 2)
+    samples = (
+        _measurements(with_unit, 3, sigma, 1, projected),
+        _measurements(people, 3, sigma, 2, projected),
+    )
     truth = float(np.median(samples[1]))
     events = threshold_events(truth + d for d in np.arange(-10.0, 25.0, 2.0))
     result = audit(*samples, events, alpha=1e-3, delta=DELTA)
     assert result.epsilon_lower_bound <= epsilon, result
     assert result.epsilon_lower_bound > 0.2, result  # the audit has power
     # Negative control: the household's 20 rows counted (no bounding), noise still for 3 rows.
-    loose = _measurements(with_unit, 20, sigma, 3)
+    loose = _measurements(with_unit, 20, sigma, 3, projected)
     broken = audit(loose, samples[1], events, alpha=1e-3, delta=DELTA)
     assert broken.epsilon_lower_bound > epsilon, broken
+
+
+def _exact_by_tiny_noise(query: MarginalQuery, session: Session) -> np.ndarray:
+    """The counts measured with negligible noise (sigma 1e-6: the exact counts, in a test)."""
+    rho = query.l2sq / (2 * 1e-12) * (1 + 1e-9)
+    steps = session.charged_measurements("test", [ZCDPEvent(rho=rho)], rho)
+    return query.noisy(steps, 1e-6)
+
+
+def test_projected_marginals_have_their_own_plans_sensitivities_and_counts() -> None:
+    table = _table(_people())
+    attrs = attributes(table, ["age", "sex", "smoker"])
+    cliques = [(0,), (1,), (2,), (0, 1), (0, 2), (1, 2), (0, 1, 2)]
+    with Session(table, Budget.unlimited(), accountant="zcdp", ledger=":memory:") as session:
+        planned = plan_marginals(session, table, attrs, cliques)
+        assert {q.sql for q in planned.values()} == {planned[(0, 1, 2)].sql}  # one read
+        for clique in cliques:
+            own = MarginalQuery.build(session, table, attrs, clique)
+            query = planned[clique]
+            assert isinstance(own.measured, Plan)
+            assert (
+                (query.l1, query.l2sq, query.keys)
+                == (own.l1, own.l2sq, own.keys)
+                == (
+                    query.l1,
+                    9,
+                    own.keys,
+                )
+            )
+            # No household exceeds its 3 rows: both reads count the same rows.
+            np.testing.assert_array_equal(
+                _exact_by_tiny_noise(query, session), _exact_by_tiny_noise(own, session)
+            )
+
+
+def test_rows_per_group_below_rows_per_unit_keep_one_plan_per_marginal() -> None:
+    frame = _people()
+    table = Table(
+        "people",
+        frame,
+        privacy_unit="hh",
+        max_rows_per_unit=3,
+        max_groups_per_unit=3,
+        max_rows_per_group=1,
+        columns=(Column("sex", domain=("F", "M")), Column("smoker", domain=(True, False))),
+    )
+    attrs = attributes(table, None)
+    with Session(table, Budget.unlimited(), accountant="zcdp", ledger=":memory:") as session:
+        planned = plan_marginals(session, table, attrs, [(0,), (1,), (0, 1)])
+    # Summed from the pair, a household's 2 rows in one cell of sex could both count (Delta_2^2
+    # 4); its own plan counts one row per cell, at most 2 cells: Delta_2^2 = 2.
+    assert all(isinstance(q.measured, Plan) for q in planned.values())
+    assert (planned[(0,)].l1, planned[(0,)].l2sq) == (2, 2)
+
+
+def test_a_group_the_planner_refuses_falls_back_to_one_plan_per_marginal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    frame = pd.DataFrame(
+        {"id": range(30), **{c: [f"{c}{i % 3}" for i in range(30)] for c in "abc"}}
+    )
+    values = {c: [f"{c}{i}" for i in range(3)] + [f"{c}x{i}" for i in range(98)] for c in "abc"}
+    table = Table(
+        "t",
+        frame,
+        privacy_unit="id",
+        max_rows_per_unit=1,
+        columns=[Column(c, domain=values[c]) for c in "abc"],  # 101^3 > 1,000,000 cells
+    )
+    monkeypatch.setattr("dpcurator.synth._measure.groups_for", lambda sizes, cliques: [(0, 1, 2)])
+    attrs = attributes(table, None)
+    with Session(table, Budget.unlimited(), accountant="zcdp", ledger=":memory:") as session:
+        planned = plan_marginals(session, table, attrs, [(0, 1), (1, 2), (0,)])
+    assert all(isinstance(q.measured, Plan) for q in planned.values())
+
+
+def test_marginal_groups_cover_every_clique_within_the_limit() -> None:
+    sizes = (6, 9, 16, 7, 15, 5, 2, 2)  # Adult's: 1,814,400 cells in all
+    cliques = [c for k in (1, 2, 3) for c in itertools.combinations(range(8), k)]
+    groups = groups_for(sizes, cliques, limit=1_000_000)
+    assert 1 < len(groups) < 8
+    assert all(math.prod(sizes[a] for a in g) <= 1_000_000 for g in groups)
+    assert all(any(set(c) <= set(g) for g in groups) for c in cliques)
 
 
 # -- the synthetic table -------------------------------------------------------------------------
@@ -266,6 +374,34 @@ def test_belief_propagation_and_the_loss_match_the_joint_table() -> None:
     assert evaluation.loss == pytest.approx(loss, rel=1e-10)
 
 
+@pytest.mark.parametrize(
+    "cliques",
+    [[(0, 1), (1, 2), (2, 3), (3, 4)], [(0, 1, 2), (0, 2, 3), (0, 3, 4)], [(0, 2, 4), (1, 3)]],
+)
+def test_marginals_across_cliques_match_the_joint_table(cliques: list[tuple[int, ...]]) -> None:
+    from dpcurator.synth._model import JunctionTree, Model
+
+    sizes = (3, 2, 4, 2, 3)
+    tree = JunctionTree(sizes, cliques)
+    rng = np.random.default_rng(4)  # random potentials, not privacy
+    theta = [rng.normal(0, 2, tuple(sizes[a] for a in c)) for c in tree.cliques]
+    theta[0][(0,) * theta[0].ndim] = -np.inf  # a zero of the distribution
+    joint = np.zeros(sizes)
+    for c, t in zip(tree.cliques, theta, strict=True):
+        joint = joint + t.reshape(tuple(sizes[a] if a in c else 1 for a in range(len(sizes))))
+    joint = np.exp(joint - joint.max())
+    joint /= joint.sum()
+    model = Model(tree, tree.calibrate(theta), 100.0, potentials=theta)
+    across = 0
+    for k in (2, 3, 4):
+        for clique in itertools.combinations(range(len(sizes)), k):
+            across += tree.containing(clique) is None
+            other = tuple(a for a in range(len(sizes)) if a not in clique)
+            expected = 100.0 * joint.sum(axis=other).reshape(-1)
+            np.testing.assert_allclose(model.marginal(clique), expected, rtol=1e-9, atol=1e-12)
+    assert across > 0
+
+
 def test_warm_start_and_tolerance_end_the_fit_early_at_the_same_accuracy() -> None:
     sizes, measurements = _random_problem(2)
     full = fit_model(sizes, measurements, iterations=400)
@@ -305,6 +441,36 @@ def test_charged_once_to_a_zcdp_ledger() -> None:
         # A query afterwards is charged to the same ledger.
         session.sql("SELECT sex, COUNT(*) FROM people GROUP BY sex", epsilon=0.5)
         assert len(session.ledger.entries()) == 2
+
+
+@pytest.mark.parametrize("d", [3, 6])
+def test_shares_of_a_step_never_exceed_what_it_charged(d: int) -> None:
+    """Units of 4 rows (Delta_2^2 = 16): the one-way shares add up to the step exactly.
+
+    Each one-way marginal used to be noised for ``sigma sqrt(d)`` rounded in floats, and the
+    ``d`` shares could exceed the step's ``rho`` by an ulp: the synthesis then failed after its
+    charge (3 and 6 columns at epsilon 1 here).
+    """
+    rng = np.random.default_rng(0)  # the data
+    frame = pd.DataFrame({"hh": rng.integers(0, 150, 400)})
+    for i in range(d):
+        frame[f"c{i}"] = rng.integers(0, 3, 400)
+    table = Table(
+        "t",
+        frame,
+        privacy_unit="hh",
+        max_rows_per_unit=4,
+        max_groups_per_unit=4,
+        columns=[Column(f"c{i}", domain=[0, 1, 2]) for i in range(d)],
+    )
+    for epsilon in (0.5, 1.0, 2.0):
+        with Session(table, Budget.unlimited(), accountant="zcdp", ledger=":memory:") as session:
+            synth = synthesize(
+                session, epsilon=epsilon, delta=1e-9, method="independent", iterations=5
+            )
+        assert sum(Fraction(m.rho) for m in synth.measurements) <= Fraction(synth.rho) * (
+            1 + Fraction(1, 10**12)
+        )
 
 
 def test_charged_as_epsilon_delta_to_a_basic_ledger() -> None:

@@ -14,6 +14,13 @@ through the returned :class:`ChargedMeasurements`:
   weighted L1 distance of their counts to public estimates, ``epsilon^2 / 8``-zCDP (it is
   ``epsilon``-bounded-range: Cesar and Rogers 2021, Section 3).
 
+A step may measure a :class:`Projection` of a plan instead of the plan: its counts summed over
+some of its group keys (a marginal of a ``GROUP BY a, b, c`` over ``a, b``, say). The plan is
+read once, however many of its projections are measured, and the projections are summed
+steward-side. A projection's sensitivities are those of any linear map that merges cells: the
+unit's change keeps its L1 norm ``Delta_1`` and may land in one cell, so ``Delta_2^2 =
+Delta_1^2`` (see :func:`count_sensitivities`).
+
 Each step's ``rho`` is taken, in exact rationals, from what the entry charged; a step beyond it
 is refused before reading. The sensitivities come from the plan's bounds alone (see
 :func:`count_sensitivities`), never from the caller, and no exact value ever leaves the session:
@@ -25,6 +32,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
@@ -41,10 +49,36 @@ from dpcurator.errors import BudgetExceededError, InvalidParameterError, QueryFa
 from dpcurator.mechanisms import discrete_gaussian_mechanism, exponential_mechanism
 from dpcurator.noise import RandomSource
 
-__all__ = ["ChargedMeasurements", "check_covers", "count_sensitivities"]
+__all__ = ["ChargedMeasurements", "Projection", "check_covers", "count_sensitivities"]
 
 
-def count_sensitivities(plan: Plan) -> tuple[int, int]:
+@dataclass(frozen=True)
+class Projection:
+    """A marginal of a ``COUNT(*)`` plan's counts: summed over every group key but ``keys``.
+
+    Attributes
+    ----------
+    plan : Plan
+        A ``COUNT(*)`` plan of the session with group keys (read once for all its projections).
+    keys : tuple of int
+        The positions of the plan's group keys kept, distinct; a cell of the projection is a
+        tuple of their values in this order.
+    """
+
+    plan: Plan
+    keys: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        width = len(self.plan.keys)
+        if len(set(self.keys)) != len(self.keys) or not all(
+            isinstance(k, int) and 0 <= k < width for k in self.keys
+        ):
+            raise InvalidParameterError(
+                "keys", self.keys, f"must be distinct positions of the plan's {width} group keys"
+            )
+
+
+def count_sensitivities(plan: Plan | Projection) -> tuple[int, int]:
     r"""``(Delta_1, Delta_2 ** 2)`` of a ``COUNT(*)`` plan's vector of counts (exact integers).
 
     For add/remove of one privacy unit under the plan's bounds (at most ``k`` rows, in at most
@@ -52,6 +86,10 @@ def count_sensitivities(plan: Plan) -> tuple[int, int]:
     k, cells)``, and ``Delta_2^2 = q c^2 + r^2`` for ``Delta_1 = q c + r``: the rows packed
     ``c`` to a group. The planner's own rule for ``COUNT(*)`` (the same function), so a
     steward-side measurement is noised exactly as :meth:`Session.sql` would noise the count.
+
+    A :class:`Projection` that sums some keys away merges cells: the unit's change keeps its L1
+    norm and may fall in one cell, so ``(Delta_1, Delta_1^2)`` (the plan's own when ``c >=
+    Delta_1``, as when no ``max_rows_per_group`` below ``max_rows_per_unit`` is declared).
 
     >>> from dpcurator.curator._specs import Contribution
     >>> from types import SimpleNamespace
@@ -62,6 +100,9 @@ def count_sensitivities(plan: Plan) -> tuple[int, int]:
     ...                                                              per_group=2, cells=5)))
     (5, 9)
     """
+    if isinstance(plan, Projection):
+        l1, l2sq = count_sensitivities(plan.plan)
+        return (l1, l2sq) if len(plan.keys) == len(plan.plan.keys) else (l1, l1 * l1)
     contribution = plan.contribution
     l1 = contribution.rows_l1
     return l1, _l2_squared(RowCount(), _Sizing(l1), contribution)
@@ -93,7 +134,11 @@ class ChargedMeasurements:
         self.source = source
         self._left = Fraction(rho)
         self._read = read
-        self._counts: dict[int, tuple[Plan, Sequence[tuple[Any, ...]], NDArray[np.int64]]] = {}
+        self._rows: dict[int, tuple[Plan, _Rows]] = {}
+        self._counts: dict[
+            tuple[int, tuple[int, ...]],
+            tuple[Plan, Sequence[tuple[Any, ...]], NDArray[np.int64]],
+        ] = {}
 
     @property
     def rho_left(self) -> Fraction:
@@ -101,7 +146,7 @@ class ChargedMeasurements:
         return self._left
 
     def gaussian(
-        self, plan: Plan, cells: Sequence[tuple[Any, ...]], sigma: float
+        self, plan: Plan | Projection, cells: Sequence[tuple[Any, ...]], sigma: float
     ) -> NDArray[np.float64]:
         """Return the plan's counts in ``cells`` plus discrete Gaussian noise of parameter sigma.
 
@@ -109,9 +154,9 @@ class ChargedMeasurements:
 
         Parameters
         ----------
-        plan : Plan
-            A ``COUNT(*)`` plan of this session (:meth:`Session.plan`); its own epsilon and
-            noise are ignored.
+        plan : Plan or Projection
+            A ``COUNT(*)`` plan of this session (:meth:`Session.plan`), or a projection of one;
+            its own epsilon and noise are ignored.
         cells : sequence of tuple
             The public group keys to release, distinct (a group of the rows outside them is
             not released; a cell without rows counts 0).
@@ -137,7 +182,7 @@ class ChargedMeasurements:
 
     def select(
         self,
-        plans: Sequence[Plan],
+        plans: Sequence[Plan | Projection],
         cells: Sequence[Sequence[tuple[Any, ...]]],
         estimates: Sequence[NDArray[np.float64]],
         *,
@@ -147,8 +192,8 @@ class ChargedMeasurements:
     ) -> int:
         r"""Choose ``i`` by the exponential mechanism on ``w_i (|x_i - e_i|_1 - p_i)``.
 
-        ``x_i`` are plan ``i``'s counts in ``cells[i]``, ``e_i`` its public estimate, ``w_i``
-        and ``p_i`` public weights and penalties; the utility's sensitivity is
+        ``x_i`` are plan (or projection) ``i``'s counts in ``cells[i]``, ``e_i`` its public
+        estimate, ``w_i`` and ``p_i`` public weights and penalties; the utility's sensitivity is
         ``max_i |w_i| Delta_1(i)``. Spends ``epsilon^2 / 8``.
 
         Raises
@@ -205,29 +250,42 @@ class ChargedMeasurements:
             )
         self._left -= rho
 
-    def _exact(self, plan: Plan, cells: Sequence[tuple[Any, ...]]) -> NDArray[np.int64]:
-        """Return the plan's exact counts in ``cells`` (read once per plan; never released)."""
-        kept = self._counts.get(id(plan))
+    def _exact(
+        self, measured: Plan | Projection, cells: Sequence[tuple[Any, ...]]
+    ) -> NDArray[np.int64]:
+        """Return the exact counts in ``cells`` (the plan read once; never released)."""
+        plan = measured.plan if isinstance(measured, Projection) else measured
+        keys = measured.keys if isinstance(measured, Projection) else tuple(range(len(plan.keys)))
+        kept = self._counts.get((id(plan), keys))
         if kept is not None and kept[0] is plan and kept[1] is cells:
             return kept[2]
-        keys = [tuple(_plain(v) for v in cell) for cell in cells]
-        index = {key: i for i, key in enumerate(keys)}
-        if len(index) != len(keys):
-            raise InvalidParameterError("cells", len(keys), "must be distinct group keys")
+        wanted = [tuple(_plain(v) for v in cell) for cell in cells]
+        index = {key: i for i, key in enumerate(wanted)}
+        if len(index) != len(wanted):
+            raise InvalidParameterError("cells", len(wanted), "must be distinct group keys")
+        rows = self._read_rows(plan)
+        out = np.zeros(len(wanted), dtype=np.int64)
+        for key, n in rows.summed(keys):
+            at = index.get(key)
+            if at is not None:  # a group outside the public cells is never released
+                out[at] += n
+        self._counts[(id(plan), keys)] = (plan, cells, out)
+        return out
+
+    def _read_rows(self, plan: Plan) -> _Rows:
+        """Return the plan's exact groups, read once (a failed read raises, unexplained)."""
+        kept = self._rows.get(id(plan))
+        if kept is not None and kept[0] is plan:
+            return kept[1]
         result = self._read(plan)
         if result is None:  # raised here, outside any handler: no exception chain
             raise QueryFailedError(
                 f"A read charged by ledger entry {self.entry.id} failed while running; the "
                 "reason is not shown because it could depend on the data."
             )
-        counts = result.columns[plan.measurements[0].result]
-        out = np.zeros(len(keys), dtype=np.int64)
-        for key, n in zip(result.keys, counts, strict=True):
-            at = index.get(tuple(_plain(v) for v in key))
-            if at is not None:  # a group outside the public cells is never released
-                out[at] += int(n)
-        self._counts[id(plan)] = (plan, cells, out)
-        return out
+        rows = _Rows(result.keys, result.columns[plan.measurements[0].result], len(plan.keys))
+        self._rows[id(plan)] = (plan, rows)
+        return rows
 
     def __repr__(self) -> str:
         return f"ChargedMeasurements(entry_id={self.entry.id}, rho_left={float(self._left):.6g})"
@@ -260,14 +318,61 @@ def check_covers(events: Sequence[PrivacyEvent], rho: float) -> None:
         )
 
 
-def _counted(plan: Plan) -> Plan:
-    """Return ``plan`` if it is one ``COUNT(*)`` (the only aggregate measured here)."""
+def _counted(measured: Plan | Projection) -> Plan | Projection:
+    """Return ``measured`` if its plan is one ``COUNT(*)`` (the only aggregate measured here)."""
+    plan = measured.plan if isinstance(measured, Projection) else measured
     aggregates = plan.query.aggregates
     if len(aggregates) != 1 or not isinstance(aggregates[0], Count):
         raise InvalidParameterError(
             "plan", plan.query.text, "must have one aggregate, COUNT(*), and group keys"
         )
-    return plan
+    return measured
+
+
+class _Rows:
+    """A plan's exact groups, each key column coded as integers (steward-side; never released).
+
+    Summing over some keys (:meth:`summed`) groups the codes with numpy, then names each
+    group's values: a pass over the groups of the projection, not over the plan's rows.
+    """
+
+    def __init__(self, keys: Sequence[tuple[Any, ...]], counts: Any, width: int) -> None:
+        size = len(keys)
+        self.counts = np.fromiter((int(n) for n in counts), dtype=np.int64, count=size)
+        self.values: list[list[Any]] = []
+        codes = []
+        for position in range(width):
+            seen: dict[Any, int] = {}
+            codes.append(
+                np.fromiter(
+                    (seen.setdefault(_plain(key[position]), len(seen)) for key in keys),
+                    dtype=np.int64,
+                    count=size,
+                )
+            )
+            self.values.append(list(seen))
+        self.codes = np.stack(codes) if codes else np.zeros((0, size), dtype=np.int64)
+
+    def summed(self, keys: tuple[int, ...]) -> list[tuple[tuple[Any, ...], int]]:
+        """Return ``(values of keys, summed count)`` for each distinct group of ``keys``."""
+        if not self.counts.size:
+            return []
+        if not keys:
+            return [((), int(self.counts.sum()))]
+        dims = [max(1, len(self.values[k])) for k in keys]
+        if math.prod(dims) < 2**62:
+            flat = np.ravel_multi_index(tuple(self.codes[k] for k in keys), dims)
+            groups, inverse = np.unique(flat, return_inverse=True)
+            coded = np.stack(np.unravel_index(groups, dims), axis=1)
+        else:
+            coded, inverse = np.unique(self.codes[list(keys)].T, axis=0, return_inverse=True)
+        sums = np.zeros(len(coded), dtype=np.int64)
+        np.add.at(sums, inverse.reshape(-1), self.counts)
+        names = [self.values[k] for k in keys]
+        return [
+            (tuple(names[j][c] for j, c in enumerate(row)), int(n))
+            for row, n in zip(coded.tolist(), sums.tolist(), strict=True)
+        ]
 
 
 def _plain(value: Any) -> Any:

@@ -3,7 +3,7 @@
 - :func:`synthesize`: a synthetic table of a declared :class:`~dpcurator.curator.Table` by
   ``method="aim"`` (McKenna et al. 2022, workload-aware), ``"mst"`` (McKenna et al. 2021) or
   ``"independent"`` (the baseline); marginals measured in the curator's engine with its
-  contribution bounding (one GROUP BY per marginal), exact discrete Gaussian noise, zCDP
+  contribution bounding (bounded GROUP BYs, read once each), exact discrete Gaussian noise, zCDP
   accounting charged to the session's ledger before any read, graphical-model inference in
   numpy (Private-PGM's mirror descent on a junction tree). Returns :class:`SyntheticData`: the
   table, the noisy marginals (:class:`MeasuredMarginal`) and an error report per marginal.

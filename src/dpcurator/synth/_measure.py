@@ -3,7 +3,7 @@
 A marginal over columns ``(a, b, ...)`` is the vector of counts of the rows in each cell of the
 product of their public domains: a categorical column takes its declared ``domain``, a numeric
 one its declared ``bins`` (a value below the first edge counts in the first bin, one above the
-last in the last, NULL in none). It is asked as one aggregate query,
+last in the last, NULL in none). A marginal is read as one aggregate query,
 
 ``SELECT <a>, <b>, COUNT(*) FROM <table> GROUP BY <a>, <b>``
 
@@ -15,6 +15,16 @@ L2 sensitivities follow from the plan's bounds alone
 (:func:`~dpcurator.curator.count_sensitivities`), and it is measured inside the session
 (:meth:`~dpcurator.curator.Session.charged_measurements`): the synthesis never holds an exact
 count.
+
+Many marginals, one read (:func:`plan_marginals`). When the table declares no
+``max_rows_per_group`` below ``max_rows_per_unit`` (``c = k``), every marginal's sensitivities
+are ``(k, k^2)`` whatever its columns, and so are those of a marginal summed from a larger
+bounded ``GROUP BY`` (a :class:`~dpcurator.curator._steward.Projection`: the unit's change
+keeps its L1 norm, at most ``k``). The marginals are then grouped into a few ``GROUP BY`` s over
+unions of their columns (each within the planner's limit on key combinations), each planned
+once and read once in the engine, and every marginal is summed from its group's bounded counts
+steward-side: the same noise and the same charge per measurement as its own query, a few plans
+and reads instead of one per marginal. Otherwise each marginal has its own query.
 """
 
 from __future__ import annotations
@@ -30,10 +40,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpcurator.curator import ChargedMeasurements, Plan, Session, Table, count_sensitivities
-from dpcurator.curator._table import check_bins
+from dpcurator.curator._steward import Projection
+from dpcurator.curator._table import MAX_DOMAIN, check_bins
 from dpcurator.errors import InvalidParameterError, QueryError
 
-__all__ = ["Attribute", "MarginalQuery", "attributes", "sigma_for"]
+__all__ = ["Attribute", "MarginalQuery", "attributes", "plan_marginals", "sigma_for"]
 
 
 @dataclass(frozen=True)
@@ -152,11 +163,15 @@ def sigma_for(l2sq: int, rho: Fraction) -> float:
 
 @dataclass
 class MarginalQuery:
-    """One marginal: its attributes (indices, ascending), SQL, plan, sensitivities and cells."""
+    """One marginal: its attributes (indices, ascending), what is read, sensitivities and cells.
+
+    ``measured`` is the marginal's own plan, or a projection of a plan over more columns (see
+    :func:`plan_marginals`); ``sql`` is the statement that plan runs.
+    """
 
     clique: tuple[int, ...]
     sql: str
-    plan: Plan
+    measured: Plan | Projection
     l1: int
     l2sq: int
     cells: int
@@ -167,14 +182,26 @@ class MarginalQuery:
     def build(
         cls, session: Session, table: Table, attrs: Sequence[Attribute], clique: tuple[int, ...]
     ) -> MarginalQuery:
-        """Write and plan the marginal's query (bound in the engine; no row read)."""
-        keys = [attrs[i].sql() for i in clique]
-        name = '"' + table.name.replace('"', '""') + '"'
-        sql = f"SELECT {', '.join(keys)}, COUNT(*) AS n FROM {name} GROUP BY {', '.join(keys)}"
-        plan = session.plan(sql, epsilon=1.0)  # the bounds; its own noise is never used
-        l1, l2sq = count_sensitivities(plan)
+        """Write and plan the marginal's own query (bound in the engine; no row read)."""
+        sql, plan = _planned(session, table, attrs, clique)
+        return cls.of(plan, sql, attrs, clique, clique)
+
+    @classmethod
+    def of(
+        cls,
+        plan: Plan,
+        sql: str,
+        attrs: Sequence[Attribute],
+        group: tuple[int, ...],
+        clique: tuple[int, ...],
+    ) -> MarginalQuery:
+        """Return the marginal ``clique`` of a plan grouped by ``group`` (a superset of it)."""
+        measured: Plan | Projection = (
+            plan if group == clique else Projection(plan, tuple(group.index(i) for i in clique))
+        )
+        l1, l2sq = count_sensitivities(measured)
         cells = tuple(itertools.product(*(attrs[i].values for i in clique)))
-        return cls(clique, sql, plan, l1, l2sq, len(cells), cells)
+        return cls(clique, sql, measured, l1, l2sq, len(cells), cells)
 
     def noisy(self, steps: ChargedMeasurements, sigma: float) -> NDArray[np.float64]:
         """Measure the counts with discrete Gaussian noise of parameter ``sigma`` (exact sampler).
@@ -184,4 +211,70 @@ class MarginalQuery:
         Delta_2^2 / (2 sigma^2)`` for add/remove of one privacy unit, ``Delta_2`` the counts'
         L2 sensitivity under the plan's bounds (Canonne, Kamath and Steinke 2020, Theorem 14).
         """
-        return steps.gaussian(self.plan, self.keys, sigma)
+        return steps.gaussian(self.measured, self.keys, sigma)
+
+
+def _planned(
+    session: Session, table: Table, attrs: Sequence[Attribute], group: tuple[int, ...]
+) -> tuple[str, Plan]:
+    """Write and plan ``SELECT <keys>, COUNT(*) ... GROUP BY <keys>`` (nothing read)."""
+    keys = [attrs[i].sql() for i in group]
+    name = '"' + table.name.replace('"', '""') + '"'
+    sql = f"SELECT {', '.join(keys)}, COUNT(*) AS n FROM {name} GROUP BY {', '.join(keys)}"
+    return sql, session.plan(sql, epsilon=1.0)  # the bounds; its own noise is never used
+
+
+def groups_for(
+    sizes: Sequence[int], cliques: Sequence[tuple[int, ...]], limit: int = MAX_DOMAIN
+) -> list[tuple[int, ...]]:
+    """Return attribute sets, each within ``limit`` cells, such that each clique is in one.
+
+    Greedy: cliques in decreasing size, each added to the group whose union with it has the
+    fewest cells within the limit, else starting a group.
+
+    >>> groups_for((2, 3, 4), [(0,), (1,), (2,), (0, 1), (1, 2)], limit=12)
+    [(0, 1), (1, 2)]
+    """
+    groups: list[set[int]] = []
+    for clique in sorted(cliques, key=lambda c: (-len(c), c)):
+        if any(set(clique) <= g for g in groups):
+            continue
+        best: tuple[int, int] | None = None
+        for at, group in enumerate(groups):
+            cells = math.prod(sizes[a] for a in group | set(clique))
+            if cells <= limit and (best is None or cells < best[0]):
+                best = (cells, at)
+        if best is None:
+            groups.append(set(clique))
+        else:
+            groups[best[1]] |= set(clique)
+    return [tuple(sorted(g)) for g in groups]
+
+
+def plan_marginals(
+    session: Session,
+    table: Table,
+    attrs: Sequence[Attribute],
+    cliques: Sequence[tuple[int, ...]],
+) -> dict[tuple[int, ...], MarginalQuery]:
+    """Plan every marginal in ``cliques`` (nothing read); see the module's docstring.
+
+    With ``c = k`` (no ``max_rows_per_group`` below ``max_rows_per_unit``), the marginals are
+    projections of a few plans grouped by unions of their columns, each with the
+    sensitivities ``(k, k^2)`` its own plan would have; otherwise each has its own plan.
+    """
+    if not cliques:
+        return {}
+    groups = groups_for([a.size for a in attrs], cliques)
+    try:
+        planned = [(g, *_planned(session, table, attrs, g)) for g in groups]
+    except QueryError:  # a group the planner refuses: the marginals' own plans say why, if any
+        planned = []
+    if not planned or any(p.contribution.per_group < p.contribution.rows_l1 for *_, p in planned):
+        # Merging cells would raise Delta_2 above a marginal's own: one plan each.
+        return {c: MarginalQuery.build(session, table, attrs, c) for c in cliques}
+    out = {}
+    for clique in cliques:
+        group, sql, plan = next(p for p in planned if set(clique) <= set(p[0]))
+        out[clique] = MarginalQuery.of(plan, sql, attrs, group, clique)
+    return out

@@ -24,9 +24,11 @@ clique's marginal by a child's message instead of recomputing the other children
 A fit may start from an earlier model's potentials (``warm_start``, as AIM does each round)
 and stop once the loss has stopped falling (``tolerance``).
 
-Synthetic rows are drawn from the fitted model along the junction tree, each clique's new
-attributes conditionally on its separator, with systematic sampling (each conditional count is
-the expected one rounded up or down), as in the authors' ``mbi`` library.
+Synthetic rows are drawn from the fitted model along the junction tree, one attribute at a time
+(those with fewer values first within a clique), each conditionally on the clique's attributes
+already drawn, with stratified sampling (each conditional count is the expected one rounded up
+or down), as in the authors' ``mbi`` library. Marginals over several cliques are summed on the
+smallest subtree that holds them.
 
 Examples
 --------
@@ -62,6 +64,10 @@ _BACKTRACKS = 20
 """Halvings of the step the line search tries before it declares the descent converged."""
 _WINDOW = 50
 """Steps over which ``fit_model``'s convergence test compares the loss."""
+_GROW = 1.5
+"""Each step first tries the last accepted step size times this."""
+_SHRINK = 0.5
+"""The line search multiplies a rejected step size by this."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +105,8 @@ def _project(values: FloatArray, attrs: Clique, keep: Clique) -> FloatArray:
 
 _INDEXED_CELLS = 1 << 22
 """Largest table (cells) whose sums and broadcasts go through a precomputed index."""
+_SUBTREE_CELLS = 1 << 20
+"""Largest product (cells) a marginal over several cliques builds, if no clique is larger."""
 _UNDERFLOW = 1e-280
 """Below this, a sum of ``exp`` scaled by the table's maximum is recomputed group by group."""
 
@@ -306,9 +314,11 @@ class JunctionTree:
             if self.parent[node] is not None:
                 belief = belief + maps[node][0].expand(down[node])
             top = float(np.max(belief))
-            weights = np.exp(belief - top)
+            weights = np.subtract(belief, top)  # a new table: ``belief`` may be a potential
+            np.exp(weights, out=weights)
             total = float(np.sum(weights))
-            beliefs[node] = weights / total
+            weights /= total
+            beliefs[node] = weights
             log_z = top + math.log(total)
             for child in self.children[node]:
                 sums = maps[child][1].project(beliefs[node])
@@ -371,7 +381,11 @@ class Model:
         marginal contained in one of them is summed from the smallest such (AIM asks for every
         subset of its workload's cliques, largest first, each round).
         """
-        clique = tuple(sorted(attrs))
+        table = self._probabilities(tuple(sorted(attrs)))
+        return np.asarray(table.reshape(-1) * self.total, dtype=np.float64)
+
+    def _probabilities(self, clique: Clique) -> FloatArray:
+        """Return ``p(x_clique)`` (shaped over the clique), kept for later calls."""
         table = self._kept.get(clique)
         if table is None:
             kept = [c for c in self._kept if set(clique) <= set(c)]
@@ -384,9 +398,70 @@ class Model:
             elif at is not None:
                 table = _project(self.marginals[at], self.tree.cliques[at], clique)
             else:
-                table = self._eliminate(clique)
+                found = self._on_subtree(clique)
+                table = self._eliminate(clique) if found is None else found
             self._kept[clique] = table
-        return np.asarray(table.reshape(-1) * self.total, dtype=np.float64)
+        return table
+
+    def _on_subtree(self, keep: Clique) -> FloatArray | None:
+        """Return ``p(x_keep)`` from the fewest cliques that hold ``keep`` (None: too large).
+
+        The smallest subtree whose cliques hold every attribute of ``keep`` (leaves are pruned
+        while a neighbour holds their attributes of ``keep``: by the running intersection
+        property it then holds them), and on it ``p = mu_top prod_C mu_C / mu_S``, the
+        cliques below the subtree's top entering as conditionals on their separators: each
+        clique's marginal is first summed to what the product needs (``keep`` and its
+        separators in the subtree), and messages go up the subtree, summed to ``keep`` and
+        the separator as they go. ``None`` when a product would exceed the largest clique (or
+        ``_SUBTREE_CELLS``).
+        """
+        tree = self.tree
+        sizes = tree.sizes
+        want = set(keep)
+        nodes = set(range(len(tree.cliques)))
+        pruned = True
+        while pruned:
+            pruned = False
+            for v in sorted(nodes):
+                near = [u for u in [tree.parent[v], *tree.children[v]] if u in nodes]
+                if len(near) == 1 and want & set(tree.cliques[v]) <= set(tree.cliques[near[0]]):
+                    nodes.discard(v)
+                    pruned = True
+        limit = max(_SUBTREE_CELLS, *(math.prod(sizes[a] for a in c) for c in tree.cliques))
+        messages: dict[int, tuple[Clique, FloatArray]] = {}
+        result: FloatArray | None = None
+        for v in reversed(tree.order):
+            if v not in nodes:
+                continue
+            top = tree.parent[v] not in nodes
+            sep = () if top else tree.separator(v)
+            kids = [c for c in tree.children[v] if c in nodes]
+            links = set(sep).union(*(tree.separator(c) for c in kids))
+            needed = tuple(a for a in tree.cliques[v] if a in want or a in links)
+            table = self._probabilities(needed)
+            if sep:  # a conditional on the separator (0 where the separator has no mass)
+                below = _project(table, needed, sep).reshape(_shape(sep, needed, sizes))
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    table = np.where(below > 0, table / np.where(below > 0, below, 1.0), 0.0)
+            scope = tuple(sorted(set(needed).union(*(messages[c][0] for c in kids))))
+            if math.prod(sizes[a] for a in scope) > limit:
+                return None
+            product = np.broadcast_to(
+                table.reshape(_shape(needed, scope, sizes)), tuple(sizes[a] for a in scope)
+            )
+            for c in kids:
+                attrs, message = messages.pop(c)
+                product = product * message.reshape(_shape(attrs, scope, sizes))
+            out = tuple(a for a in scope if a in want or a in sep)
+            summed = _project(np.asarray(product, dtype=np.float64), scope, out)
+            if top:
+                result = summed
+            else:
+                messages[v] = (out, summed)
+        if result is None or result.shape != tuple(sizes[a] for a in keep):
+            return None
+        total = float(result.sum())
+        return result / total if total > 0 else result
 
     def _eliminate(self, keep: Clique) -> FloatArray:
         tree = self.tree
@@ -417,9 +492,14 @@ class Model:
     def sample(self, rows: int, source: RandomSource | None = None) -> NDArray[np.int64]:
         """Draw ``rows`` synthetic rows (one column per attribute, values as indices).
 
-        Along the tree from its root: each clique's new attributes given the separator's values
-        already drawn, by systematic sampling in a random order of the rows (randomness from
-        :mod:`dpcurator.noise`; this is post-processing).
+        Along the tree from its root, one attribute at a time: each clique's new attributes in
+        turn, those with fewer values first, each given the values already drawn of the
+        clique's other attributes (its separator and the new attributes before it), as in
+        ``mbi``. Within each group of rows
+        that share those values, the rows are put in a random order and the ``i``-th of ``n``
+        takes the value at the quantile ``(i + U_i) / n`` of the conditional distribution
+        (stratified sampling: each group's counts are the expected ones, rounded up or down).
+        Randomness from :mod:`dpcurator.noise`; this is post-processing.
         """
         src = resolve_source(source)
         tree = self.tree
@@ -427,49 +507,55 @@ class Model:
         if rows == 0:
             return out
         for node in tree.order:
-            attrs = tree.cliques[node]
             sep = tree.separator(node)
-            new = tuple(a for a in attrs if a not in sep)
-            if not new:
-                continue
-            table = self.marginals[node]
-            # Axes ordered (separator, new), flattened to (separator cells, new cells).
-            perm = [attrs.index(a) for a in (*sep, *new)]
-            joint = np.transpose(table, perm).reshape(
-                math.prod(tree.sizes[a] for a in sep), math.prod(tree.sizes[a] for a in new)
+            given = list(sep)
+            new = sorted(
+                (a for a in tree.cliques[node] if a not in sep), key=lambda a: tree.sizes[a]
             )
-            mass = joint.sum(axis=1, keepdims=True)
-            conditional = np.where(
-                mass > 0, joint / np.where(mass > 0, mass, 1.0), 1.0 / joint.shape[1]
-            )
-            group = (
-                np.ravel_multi_index(
-                    tuple(out[:, a] for a in sep), tuple(tree.sizes[a] for a in sep)
+            for a in new:
+                keep = tuple(sorted((*given, a)))
+                axes = [keep.index(b) for b in (*given, a)]
+                joint = np.transpose(self._probabilities(keep), axes).reshape(-1, tree.sizes[a])
+                group = (
+                    np.ravel_multi_index(
+                        tuple(out[:, b] for b in given), tuple(tree.sizes[b] for b in given)
+                    )
+                    if given
+                    else np.zeros(rows, dtype=np.int64)
                 )
-                if sep
-                else np.zeros(rows, dtype=np.int64)
-            )
-            order = np.argsort(uniform_integers(2**62, rows, source=src), kind="stable")
-            order = order[np.argsort(group[order], kind="stable")]
-            sorted_groups = group[order]
-            starts = np.searchsorted(sorted_groups, sorted_groups, side="left")
-            ends = np.searchsorted(sorted_groups, sorted_groups, side="right")
-            rank = np.arange(rows) - starts
-            u = (rank + 0.5) / (ends - starts)
-            cdf = np.cumsum(conditional, axis=1)
-            cdf[:, -1] = 1.0
-            chosen = np.empty(rows, dtype=np.int64)
-            for g in np.unique(sorted_groups):
-                lo, hi = (
-                    int(np.searchsorted(sorted_groups, g)),
-                    int(np.searchsorted(sorted_groups, g, side="right")),
-                )
-                chosen[lo:hi] = np.searchsorted(cdf[g], u[lo:hi], side="right")
-            chosen = np.minimum(chosen, joint.shape[1] - 1)
-            values = np.unravel_index(chosen, tuple(tree.sizes[a] for a in new))
-            for a, v in zip(new, values, strict=True):
-                out[order, a] = v
+                out[:, a] = _stratified(joint, np.asarray(group, dtype=np.int64), src)
+                given.append(a)
         return out
+
+
+def _stratified(
+    joint: FloatArray, group: NDArray[np.int64], source: RandomSource
+) -> NDArray[np.int64]:
+    """Draw each row's value given its group: row ``g`` of ``joint`` is ``p(group g, value)``.
+
+    The rows of a group, in a random order, take the values at the quantiles ``(i + U_i) / n``
+    of the group's conditional distribution (uniform where the group has no mass).
+    """
+    rows = group.size
+    width = joint.shape[1]
+    mass = joint.sum(axis=1, keepdims=True)
+    conditional = np.where(mass > 0, joint / np.where(mass > 0, mass, 1.0), 1.0 / width)
+    cdf = np.cumsum(conditional, axis=1)
+    cdf[:, -1] = 1.0
+    order = np.argsort(uniform_integers(2**62, rows, source=source), kind="stable")
+    order = order[np.argsort(group[order], kind="stable")]
+    sorted_groups = group[order]
+    starts = np.searchsorted(sorted_groups, sorted_groups, side="left")
+    ends = np.searchsorted(sorted_groups, sorted_groups, side="right")
+    offsets = uniform_integers(2**53, rows, source=source) / float(2**53)
+    quantiles = (np.arange(rows) - starts + offsets) / (ends - starts)
+    # One search over the groups' CDFs laid end to end (row g shifted by g: non-decreasing).
+    shifted = (cdf + np.arange(cdf.shape[0], dtype=np.float64)[:, None]).reshape(-1)
+    found = np.searchsorted(shifted, sorted_groups + quantiles, side="right")
+    chosen = np.clip(found - sorted_groups * width, 0, width - 1)
+    values = np.empty(rows, dtype=np.int64)
+    values[order] = chosen
+    return values
 
 
 def _joined_cells(
@@ -589,12 +675,17 @@ def _projections(
 
 @dataclass(frozen=True)
 class _Evaluation:
-    """The loss at a point, its gradient per clique, and each measurement's estimate and slope."""
+    """The loss at a point, each measurement's estimate and slope, and the projected tables.
+
+    The gradient follows from the slopes (:meth:`_Objective.gradient`), computed only for the
+    points the line search accepts.
+    """
 
     loss: float
-    gradient: list[FloatArray]
     estimates: list[FloatArray]
     slopes: list[FloatArray]
+    tables: dict[int, list[FloatArray]]
+    shapes: list[tuple[int, ...]]
 
 
 class _Objective:
@@ -638,12 +729,12 @@ class _Objective:
             ]
 
     def __call__(self, mu: Sequence[FloatArray]) -> _Evaluation:
-        """Return the loss, its gradient with respect to each clique's marginal, the estimates."""
+        """Return the loss at ``mu`` (the clique marginals), with the measurements' estimates."""
         total = self.total
         count = len(self.measurements)
         estimates: list[FloatArray] = [np.empty(0)] * count
         slopes: list[FloatArray] = [np.empty(0)] * count
-        gradient: list[FloatArray] = [np.zeros(t.shape) for t in mu]
+        kept: dict[int, list[FloatArray]] = {}
         loss = 0.0
         for home, plan in self.plans.items():
             tables: list[FloatArray] = []
@@ -658,23 +749,45 @@ class _Objective:
                     loss += 0.5 * float(diff @ diff)
                     estimates[node.measurement] = est
                     slopes[node.measurement] = diff / m.sigma
-            # The gradient, children first: each table's slopes broadcast into its parent's.
+            kept[home] = tables
+        return _Evaluation(loss, estimates, slopes, kept, [t.shape for t in mu])
+
+    def gradient(self, at: _Evaluation) -> list[FloatArray]:
+        """Return the loss's gradient with respect to each clique's marginal at ``at``.
+
+        Children first: each table's slopes are broadcast into its parent's, and the top
+        tables' into their clique's (the first one assigned, the others added in place).
+        """
+        gradient: list[FloatArray | None] = [None] * len(at.shapes)
+        for home, plan in self.plans.items():
+            tables = at.tables[home]
             accumulated: list[FloatArray | None] = [None] * len(plan)
             for position in range(len(plan) - 1, -1, -1):
                 node, projection = plan[position]
                 values = accumulated[position]
                 if node.measurement is not None:
-                    own = slopes[node.measurement].reshape(tables[position].shape)
+                    own = at.slopes[node.measurement].reshape(tables[position].shape)
                     values = own if values is None else values + own
                 if values is None:
                     continue
-                if node.parent is None:
-                    gradient[home] += projection.expand(values)
-                    continue
-                held = accumulated[node.parent]
+                parent = node.parent
                 expanded = projection.expand(values)
-                accumulated[node.parent] = expanded.copy() if held is None else held + expanded
-        return _Evaluation(loss, gradient, estimates, slopes)
+                if parent is None:
+                    held = gradient[home]
+                    if held is None:
+                        gradient[home] = np.array(expanded, dtype=np.float64)  # a copy
+                    else:
+                        held += expanded
+                    continue
+                held = accumulated[parent]
+                if held is None:
+                    accumulated[parent] = np.array(expanded, dtype=np.float64)
+                else:
+                    held += expanded
+        return [
+            np.zeros(shape) if g is None else g
+            for g, shape in zip(gradient, at.shapes, strict=True)
+        ]
 
     def predicted(self, before: _Evaluation, after: _Evaluation) -> float:
         """``<grad L(before), mu_before - mu_after>``, from the measured projections alone."""
@@ -758,25 +871,27 @@ def fit_model(
 
     mu = tree.calibrate(theta)
     current = objective(mu)
+    gradient = objective.gradient(current)
     step = 1.0 / (total * max(1.0 / m.sigma**2 for m in measurements))
     done = 0
     history = [current.loss]
     for step_number in range(1, iterations + 1):
         if deadline is not None and time.monotonic() > deadline:
             break
-        step *= 1.5
+        step *= _GROW
         accepted = False
         for _ in range(_BACKTRACKS):
-            trial = [t - step * g for t, g in zip(theta, current.gradient, strict=True)]
+            trial = [t - step * g for t, g in zip(theta, gradient, strict=True)]
             trial_mu = tree.calibrate(trial)
             evaluated = objective(trial_mu)
             if current.loss - evaluated.loss >= 0.5 * objective.predicted(current, evaluated):
                 accepted = True
                 break
-            step *= 0.5
+            step *= _SHRINK
         if not accepted:  # no step decreases the loss beyond rounding: converged
             break
         theta, mu, current = trial, trial_mu, evaluated
+        gradient = objective.gradient(current)
         done = step_number
         if callback is not None:
             callback(done, current.loss)

@@ -1,9 +1,9 @@
 r"""Differentially private synthetic data from a declared table, charged to the session's ledger.
 
-:func:`synthesize` measures marginals of the table in the curator's engine (one bounded GROUP BY
-per marginal, see :mod:`dpcurator.synth._measure`), adds discrete Gaussian noise (exact sampler),
-fits a graphical model to the noisy marginals (:mod:`dpcurator.synth._model`) and draws the
-synthetic rows from it.
+:func:`synthesize` measures marginals of the table in the curator's engine (bounded GROUP BYs, a
+few for all the marginals when the bounds allow, see :mod:`dpcurator.synth._measure`), adds
+discrete Gaussian noise (exact sampler), fits a graphical model to the noisy marginals
+(:mod:`dpcurator.synth._model`) and draws the synthetic rows from it.
 
 Guarantee. The whole synthesis is ``rho``-zCDP (Bun and Steinke 2016) for add/remove of one
 privacy unit of the table, with the unit's contribution bounded as declared: each Gaussian
@@ -72,7 +72,7 @@ from dpcurator.errors import (
     UnsupportedEventError,
 )
 from dpcurator.noise import RandomSource, resolve_source, uniform_integers
-from dpcurator.synth._measure import Attribute, MarginalQuery, attributes, sigma_for
+from dpcurator.synth._measure import Attribute, MarginalQuery, attributes, plan_marginals, sigma_for
 from dpcurator.synth._model import Marginal, Model, fit_model, junction_tree_size
 from dpcurator.synth._progress import Reporter
 
@@ -85,6 +85,8 @@ Method = Literal["aim", "mst", "independent"]
 _SQRT_2_PI = math.sqrt(2.0 / math.pi)
 _TOLERANCE = 0.01
 """The final fit's convergence test (see :func:`fit_model`): 1 % of the loss over 50 steps."""
+_INNER = 20
+"""AIM's fits between rounds run ``iterations / _INNER`` steps (50 of the default 1,000)."""
 
 
 @dataclass(frozen=True)
@@ -194,6 +196,11 @@ class _Budget:
         return eps
 
 
+def _spent(sigma: float) -> Fraction:
+    """Return what a Gaussian of L2 sensitivity 1 and noise ``sigma`` costs, ``1/(2 sigma^2)``."""
+    return 1 / (2 * Fraction(sigma) ** 2)
+
+
 @dataclass
 class _Context:
     """What a method needs: the marginals' queries and the measurements charged for them."""
@@ -214,10 +221,14 @@ class _Context:
     def sizes(self) -> list[int]:
         return [a.size for a in self.attrs]
 
-    def measure(self, clique: tuple[int, ...], sigma_unit: float) -> Marginal:
-        """Measure ``clique`` with noise ``sigma_unit * Delta_2`` (``rho = 1/(2 sigma_unit^2)``)."""
+    def measure(self, clique: tuple[int, ...], rho: Fraction) -> Marginal:
+        """Measure ``clique`` at most at ``rho`` (zCDP, exact).
+
+        The noise ``sigma`` has ``Delta_2^2 / (2 sigma^2) <= rho`` in exact rationals, so the
+        shares of what the budget spent never add up to more than it.
+        """
         query = self.queries[clique]
-        sigma = sigma_for(query.l2sq, 1 / (2 * Fraction(sigma_unit) ** 2))  # never more
+        sigma = sigma_for(query.l2sq, rho)
         noisy = query.noisy(self.steps, sigma)
         self.measured.append((query, noisy, sigma))
         return Marginal(clique, noisy, sigma)
@@ -233,7 +244,7 @@ class _Context:
         """Choose the clique whose weighted L1 error, less its penalty, is the largest (EM)."""
         queries = [self.queries[c] for c in cliques]
         chosen = self.steps.select(
-            [q.plan for q in queries],
+            [q.measured for q in queries],
             [q.keys for q in queries],
             estimates,
             weights=weights,
@@ -450,7 +461,7 @@ def synthesize(
         raise InvalidParameterError("rows", rows, "must be a non-negative integer")
     load = _workload(names, workload, 3)
     cliques = _cliques(method, len(attrs), load)
-    queries = {c: MarginalQuery.build(session, declared, attrs, c) for c in cliques}
+    queries = plan_marginals(session, declared, attrs, cliques)  # nothing read
     r, eps, dlt, events = _charge(session, epsilon, delta, rho)
     text = f"SYNTHESIZE {method} FROM {declared.name} ({', '.join(names)}) rho={r:.6g}"
     deadline = None if time_limit is None else time.monotonic() + time_limit
@@ -464,7 +475,7 @@ def synthesize(
         )
         try:
             model, count = _run(method, context, load, max_model_size, rounds)
-            synthetic = _rows(model, attrs, declared, rows, src)
+            synthetic, codes = _rows(model, attrs, declared, rows, src)
         except Exception:  # after the charge, any failure reads the same
             failed = True
         reporter.update(float(context.budget.used / context.budget.total), "done", force=True)
@@ -492,7 +503,7 @@ def synthesize(
         delta=dlt,
         rho=r,
         measurements=measured,
-        errors=_errors(synthetic, attrs, measured, load),
+        errors=_errors(codes, attrs, measured, load),
         entry_id=entry.id,
         charged=entry.charged,
         remaining=entry.remaining,
@@ -548,9 +559,9 @@ def _run(
 def _oneways(context: _Context, rho: Fraction) -> list[Marginal]:
     """All one-way marginals at ``rho`` in all (each noised for the joint L2 sensitivity)."""
     d = len(context.attrs)
-    sigma = context.budget.gaussian(rho)
+    share = _spent(context.budget.gaussian(rho)) / d
     context.progress("one-way marginals")
-    return [context.measure((i,), sigma * math.sqrt(d)) for i in range(d)]
+    return [context.measure((i,), share) for i in range(d)]
 
 
 def _fit(
@@ -616,8 +627,7 @@ def _mst(context: _Context) -> tuple[Model, int]:
         component[find(chosen[0])] = find(chosen[1])
         context.progress(f"tree edge {i + 1} of {d - 1}")
     sigma = context.budget.gaussian(context.budget.left)
-    scale = math.sqrt(len(edges))
-    measurements += [context.measure(e, sigma * scale) for e in edges]
+    measurements += [context.measure(e, _spent(sigma) / len(edges)) for e in edges]
     context.progress("fitting the model")
     return _fit(context, measurements, context.iterations, final=True), len(edges)
 
@@ -642,7 +652,7 @@ def _aim(
     measurements = _oneways(context, Fraction(d) / (2 * Fraction(sigma0) ** 2))
     sigma = sigma0
     eps = math.sqrt(8 * 0.1 * float(rho) / T)
-    inner = max(1, context.iterations // 20)
+    inner = max(1, context.iterations // _INNER)
     model = _fit(context, measurements, inner)
     cells_limit = max_model_size * 2**20 / 8
     rounds = 0
@@ -681,7 +691,7 @@ def _aim(
         gauss = Fraction(1) / (2 * Fraction(sigma) ** 2) if not terminate else budget.left
         unit = budget.gaussian(gauss)
         before = model.marginal(chosen)
-        measurements.append(context.measure(chosen, unit))
+        measurements.append(context.measure(chosen, _spent(unit)))
         model = _fit(context, measurements, inner, warm_start=model)
         rounds += 1
         query = context.queries[chosen]
@@ -697,20 +707,20 @@ def _aim(
 
 def _rows(
     model: Model, attrs: Sequence[Attribute], table: Table, rows: int | None, source: RandomSource
-) -> pd.DataFrame:
-    """Draw the synthetic rows and decode them into the declared values."""
+) -> tuple[pd.DataFrame, NDArray[np.int64]]:
+    """Draw the synthetic rows; return them decoded into the declared values, and as codes."""
     count = round(model.total) if rows is None else rows
     codes = model.sample(count, source)
     data: dict[str, Any] = {}
     for i, attr in enumerate(attrs):
         column = codes[:, i]
         if attr.edges is None:
-            values = np.empty(count, dtype=object)
-            values[:] = [attr.values[j] for j in column]
-            data[attr.name] = values
+            lookup = np.empty(attr.size, dtype=object)
+            lookup[:] = list(attr.values)
+            data[attr.name] = lookup[column]
         else:
             data[attr.name] = _in_bins(column, attr, table, source)
-    return pd.DataFrame(data, columns=[a.name for a in attrs])
+    return pd.DataFrame(data, columns=[a.name for a in attrs]), codes
 
 
 def _in_bins(
@@ -747,18 +757,16 @@ def _uniform_by_span(span: NDArray[np.int64], source: RandomSource) -> NDArray[n
 
 
 def _errors(
-    synthetic: pd.DataFrame,
+    codes: NDArray[np.int64],
     attrs: Sequence[Attribute],
     measured: Sequence[MeasuredMarginal],
     load: Sequence[tuple[tuple[int, ...], float]],
 ) -> pd.DataFrame:
-    """Return the error report: per marginal, noise known from the mechanism, and observed."""
+    """Return the error report: per marginal, noise known from the mechanism, and observed.
+
+    ``codes`` are the synthetic rows as value indices (one column per attribute).
+    """
     index = {a.name: i for i, a in enumerate(attrs)}
-    codes = (
-        np.stack([_codes(synthetic[a.name], a) for a in attrs], axis=1)
-        if len(synthetic)
-        else (np.zeros((0, len(attrs)), dtype=np.int64))
-    )
     records = []
     seen: set[tuple[str, ...]] = set()
     for m in measured:
@@ -791,15 +799,6 @@ def _errors(
             }
         )
     return pd.DataFrame.from_records(records)
-
-
-def _codes(values: pd.Series, attr: Attribute) -> NDArray[np.int64]:
-    if attr.edges is None:
-        lookup = {v: j for j, v in enumerate(attr.values)}
-        return np.array([lookup[v] for v in values], dtype=np.int64)
-    inner = np.array(attr.edges[1:-1], dtype=np.float64)
-    found = np.searchsorted(inner, values.to_numpy(dtype=np.float64), side="right")
-    return np.asarray(found, dtype=np.int64)
 
 
 def _counts(
