@@ -214,7 +214,7 @@ def _sums(plan: Plan, exact: Exact, seed: int, n: int = N) -> np.ndarray:
     source = InsecureSeededSource(seed)
     out = np.empty(n)
     for i in range(n):
-        table, _ = compute(plan, exact, source=source, confidence=0.95)
+        table, _, _ = compute(plan, exact, source=source, confidence=0.95)
         out[i] = float(table["n"].sum())
     return out
 
@@ -255,7 +255,7 @@ def test_gaussian_intervals_cover_at_their_rate() -> None:
     def rate(shrink: float, seed: int) -> float:
         source, covered = InsecureSeededSource(seed), 0
         for _ in range(repeats):
-            table, intervals = compute(plan, exact, source=source, confidence=0.95)
+            table, intervals, _ = compute(plan, exact, source=source, confidence=0.95)
             assert intervals["n"] == "exact"
             centre = table["n"].to_numpy(dtype=float)
             low = centre - shrink * (centre - table["n_ci_low"].to_numpy())

@@ -71,7 +71,7 @@ def _samples(plan: object, exact: object, column: str, seed: int, n: int = N) ->
     source = InsecureSeededSource(seed)
     out = np.empty(n)
     for i in range(n):
-        table, _ = compute(plan, exact, source=source, confidence=0.95)  # type: ignore[arg-type]
+        table, _, _ = compute(plan, exact, source=source, confidence=0.95)  # type: ignore[arg-type]
         out[i] = table.loc[table["state"] == "CA", column].iloc[0]
     return out
 
@@ -140,7 +140,7 @@ def _coverage(
     source = InsecureSeededSource(seed)
     covered = 0
     for _ in range(repeats):
-        table, _ = compute(plan, exact, source=source, confidence=0.95)
+        table, _, _ = compute(plan, exact, source=source, confidence=0.95)
         centre = table[column].to_numpy(dtype=float)
         low = centre - shrink * (centre - table[f"{column}_ci_low"].to_numpy())
         high = centre + shrink * (table[f"{column}_ci_high"].to_numpy() - centre)
@@ -207,7 +207,7 @@ def _extreme_noisy_releases(
         session = open_session(table, seed=seed + i)
         plan, exact = exact_aggregates(session, query, epsilon=EXTREME_EPSILON)
         released = session.sql(query, epsilon=EXTREME_EPSILON).table
-        again, _ = compute(plan, exact, source=InsecureSeededSource(seed + i), confidence=0.95)
+        again, _, _ = compute(plan, exact, source=InsecureSeededSource(seed + i), confidence=0.95)
         pd.testing.assert_frame_equal(again, released)  # the noise stage of a real query
         session.close()
         runs.append((plan, exact))

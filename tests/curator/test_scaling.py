@@ -284,7 +284,7 @@ def _totals(plan: Plan, exact: Exact, seed: int, n: int) -> np.ndarray:
     source = InsecureSeededSource(seed)
     out = np.empty(n)
     for i in range(n):
-        table, _ = compute(plan, exact, source=source, confidence=0.95)
+        table, _, _ = compute(plan, exact, source=source, confidence=0.95)
         out[i] = table.loc[table["state"] == "CA", "total"].iloc[0]
     return out
 
