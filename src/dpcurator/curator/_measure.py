@@ -240,10 +240,7 @@ def _noisy(
             raise InternalError(f"The release's event {noisy.event} differs from the plan's.")
     error = noisy.error
     assert error is not None
-    half = {}
-    for level in levels:
-        low, _ = error.confidence_interval(level)
-        half[level] = float(noisy.value.reshape(-1)[0] - low.reshape(-1)[0])
+    half = {level: error.half_width(level) for level in levels}
     return Noisy(np.asarray(noisy.value, dtype=np.int64), m.unit_value, error.std, half)
 
 

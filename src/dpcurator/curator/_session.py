@@ -706,8 +706,23 @@ def _answer(
     session: Session, plan: Plan
 ) -> tuple[pd.DataFrame, dict[str, str], tuple[Any, ...]] | None:
     """Read the data and add noise; None if anything failed (the caller says so, fixed text)."""
+    exact = _exact_of(session, plan)
+    return None if exact is None else _noised(session, plan, exact)
+
+
+def _exact_of(session: Session, plan: Plan) -> Exact | None:
+    """Read the plan's exact aggregates (the caller holds the session's lock); None on failure."""
     try:
-        exact = fetch(plan, session._read(plan), groups=False)
+        return fetch(plan, session._read(plan), groups=False)
+    except Exception:  # any failure after reading is reported the same way
+        return None
+
+
+def _noised(
+    session: Session, plan: Plan, exact: Exact
+) -> tuple[pd.DataFrame, dict[str, str], tuple[Any, ...]] | None:
+    """Add noise to exact aggregates (no lock: the source is thread-safe); None on failure."""
+    try:
         return compute(plan, exact, source=session._source, confidence=session._confidence)
     except Exception:  # any failure after reading is reported the same way
         return None
@@ -721,9 +736,11 @@ def answer_charged(session: Session, plan: Plan, entry: LedgerEntry) -> QueryRel
     and its consistency records are not involved (the service releases each answer alone).
     ``plan`` must come from ``session.plan`` with the events that ``entry`` charged. Returns
     None if anything failed after the data was read (the caller answers with a fixed text).
+    Only the read holds the session's lock: requests on one table add noise concurrently.
     """
     with session._lock:
-        released = _answer(session, plan)
+        exact = _exact_of(session, plan)
+    released = None if exact is None else _noised(session, plan, exact)
     return None if released is None else _release(session, plan, entry, released)
 
 

@@ -229,6 +229,20 @@ class ErrorModel:
             return _dlap_quantile(self.noise_scale, alpha)
         return _dgauss_quantile(self.noise_scale, alpha)
 
+    def half_width(self, level: float = 0.95) -> float:
+        """Half-width ``q unit + rounding`` of :meth:`confidence_interval` at ``level``.
+
+        ``q`` is the smallest integer with ``P[|Z| > q] <= 1 - level`` (the interval's ends are
+        then rounded outward when ``rounding > 0``).
+
+        Examples
+        --------
+        >>> ErrorModel("discrete_laplace", noise_scale=1.0).half_width(0.9)
+        2.0
+        """
+        level = check_probability(level, "level", open_left=True, open_right=True)
+        return self._quantile(1.0 - level) * self.unit + self.rounding
+
     def confidence_interval(
         self, level: float = 0.95
     ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
@@ -258,8 +272,7 @@ class ErrorModel:
         >>> lo.tolist(), hi.tolist()
         ([-2.0, 8.0], [2.0, 12.0])
         """
-        level = check_probability(level, "level", open_left=True, open_right=True)
-        half = self._quantile(1.0 - level) * self.unit + self.rounding
+        half = self.half_width(level)
         lo = np.nextafter(self.center - half, -np.inf) if self.rounding else self.center - half
         hi = np.nextafter(self.center + half, np.inf) if self.rounding else self.center + half
         return lo, hi

@@ -27,7 +27,8 @@ import json
 import logging
 import os
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import anyio.to_thread
 from fastapi import FastAPI, Request
@@ -60,6 +61,8 @@ CONFIG_ENV = "DPCURATOR_SERVER_CONFIG"
 
 _LOG = logging.getLogger("dpcurator.service")
 
+T = TypeVar("T")
+
 
 def _error(exc: DPError) -> JSONResponse:
     headers = {}
@@ -78,6 +81,10 @@ def _bearer(request: Request) -> str | None:
     return value.strip() if scheme.lower() == "bearer" else None
 
 
+def _itself(who: Identity) -> Identity:
+    return who
+
+
 class _Gate:
     """Authentication and the per-key rate limit."""
 
@@ -86,19 +93,27 @@ class _Gate:
         self.limiter = limiter
 
     async def identify(self, request: Request, *, cookie: bool = False) -> Identity:
+        """Return who sent ``request`` (its bearer key, or with ``cookie`` the login cookie)."""
+        return await self.run_as(request, _itself, cookie=cookie)
+
+    async def run_as(
+        self, request: Request, work: Callable[[Identity], T], *, cookie: bool = False
+    ) -> T:
+        """Authenticate ``request`` and run ``work(identity)``, both in one worker thread."""
         text = _bearer(request)
         if text is None and cookie:
             text = request.cookies.get(COOKIE)
-        return await self.check(text, _address(request))
+        return await self.check(text, _address(request), work)
 
-    async def check(self, text: str | None, address: str) -> Identity:
-        """Authenticate a presented key, counting the try against a rate first.
+    async def check(self, text: str | None, address: str, work: Callable[[Identity], T]) -> T:
+        """Authenticate a presented key, counting the try against a rate first; then ``work``.
 
         A well-formed key counts against its key id's bucket, taken before the key is checked,
         so that nobody can make the server run scrypt faster than the rate allows for one key
         id (unknown ids cost no scrypt). A missing or malformed key, and every failed
         authentication, count against the caller's address: one address cannot probe keys
-        faster than the rate either, whatever ids it makes up.
+        faster than the rate either, whatever ids it makes up. The key's check and ``work`` run
+        in one worker thread (one hand-over from the event loop per request).
         """
         parsed = None if text is None else parse_key(text)
         bucket = f"address:{address}"
@@ -109,8 +124,9 @@ class _Gate:
             raise RateLimitedError(
                 f"Too many requests; retry in {wait:.1f} s. Nothing was read.", retry_after=wait
             )
+        authenticate = self.curator.store.authenticate
         try:
-            return await anyio.to_thread.run_sync(self.curator.store.authenticate, text)
+            return await anyio.to_thread.run_sync(lambda: work(authenticate(text)))
         except AuthenticationError:
             if parsed is not None:
                 self.limiter.take(bucket)
@@ -122,8 +138,7 @@ def _address(request: Request) -> str:
     return request.client.host if request.client is not None else "unknown"
 
 
-async def _json_body(request: Request) -> Any:
-    raw = await request.body()
+def _json(raw: bytes) -> Any:
     try:
         return json.loads(raw)
     except (ValueError, RecursionError):
@@ -180,44 +195,48 @@ def create_app(curator: ServiceCurator) -> FastAPI:
 
     @app.get("/api/v1/tables")
     async def tables(request: Request) -> dict[str, Any]:
-        who = await gate.identify(request)
-        return {"tables": curator.tables(who)}
+        return {"tables": await gate.run_as(request, curator.tables)}
 
     @app.get("/api/v1/tables/{table}/dummy")
     async def dummy(request: Request, table: str, rows: int = 100) -> dict[str, Any]:
-        who = await gate.identify(request)
-        return await anyio.to_thread.run_sync(curator.dummy, who, check_table_name(table), rows)
+        name = check_table_name(table)
+        return await gate.run_as(request, lambda who: curator.dummy(who, name, rows))
 
     @app.get("/api/v1/me")
     async def me(request: Request) -> dict[str, Any]:
-        who = await gate.identify(request)
-        return await anyio.to_thread.run_sync(curator.standing, who)
+        return await gate.run_as(request, curator.standing)
 
     @app.get("/api/v1/history")
     async def history(request: Request, limit: int = 1000) -> dict[str, Any]:
-        who = await gate.identify(request)
-        rows = await anyio.to_thread.run_sync(curator.history, who, max(1, min(limit, 10_000)))
-        return {"entries": rows}
+        most = max(1, min(limit, 10_000))
+        return {"entries": await gate.run_as(request, lambda who: curator.history(who, most))}
 
     @app.post("/api/v1/explain")
     async def explain(request: Request) -> dict[str, Any]:
-        who = await gate.identify(request)
-        body = parse_request(
-            await _json_body(request), max_query_chars=limits.max_query_chars, needs_epsilon=False
-        )
-        return await anyio.to_thread.run_sync(curator.explain, who, body)
+        raw = await request.body()
+
+        def explained(who: Identity) -> dict[str, Any]:
+            body = parse_request(
+                _json(raw), max_query_chars=limits.max_query_chars, needs_epsilon=False
+            )
+            return curator.explain(who, body)
+
+        return await gate.run_as(request, explained)
 
     @app.post("/api/v1/query")
     async def query(request: Request) -> Response:
         started = time.monotonic()
-        who = await gate.identify(request)
-        body = parse_request(
-            await _json_body(request), max_query_chars=limits.max_query_chars, needs_epsilon=True
-        )
-        request_id = body.request_id or secret_bytes(16).hex()
+        raw = await request.body()
+
+        def answered(who: Identity) -> tuple[bool, str]:
+            body = parse_request(
+                _json(raw), max_query_chars=limits.max_query_chars, needs_epsilon=True
+            )
+            return curator.query(who, body, body.request_id or secret_bytes(16).hex())
+
         # Not cancellable: a client that disconnects is charged all the same, and the answer
         # is stored with the charge (the same request id gets it again).
-        ok, text = await anyio.to_thread.run_sync(curator.query, who, body, request_id)
+        ok, text = await gate.run_as(request, answered)
         await asyncio.sleep(
             padded_delay(
                 time.monotonic() - started,
@@ -249,7 +268,7 @@ def _dashboard_routes(app: FastAPI, gate: _Gate) -> None:
         form = parse_qs((await request.body()).decode("utf-8", "replace"))
         key = (form.get("key") or [""])[0].strip()
         try:
-            await gate.check(key, _address(request))
+            await gate.check(key, _address(request), _itself)
         except (AuthenticationError, RateLimitedError):
             return HTMLResponse(login_page("That key is unknown or revoked."), status_code=401)
         response = RedirectResponse("/dashboard", status_code=303)
@@ -272,16 +291,16 @@ def _dashboard_routes(app: FastAPI, gate: _Gate) -> None:
     @app.get("/dashboard")
     async def dashboard(request: Request) -> Response:
         try:
-            who = await gate.identify(request, cookie=True)
+            html = await gate.run_as(
+                request, lambda who: render_dashboard(curator, who), cookie=True
+            )
         except AuthenticationError:
             return RedirectResponse("/login", status_code=303)
-        html = await anyio.to_thread.run_sync(render_dashboard, curator, who)
         return HTMLResponse(html)
 
     @app.get("/dashboard/data")
     async def dashboard_data(request: Request) -> dict[str, Any]:
-        who = await gate.identify(request, cookie=True)
-        return await anyio.to_thread.run_sync(curator.standing, who)
+        return await gate.run_as(request, curator.standing, cookie=True)
 
 
 def wrap(app: FastAPI, config: ServerConfig) -> BodyLimit:
