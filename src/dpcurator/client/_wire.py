@@ -103,7 +103,7 @@ def frame_to_json(frame: pd.DataFrame) -> dict[str, Any]:
     return {
         "columns": [str(c) for c in frame.columns],
         "dtypes": [str(t) for t in frame.dtypes],
-        "data": [_column_values(frame[c]) for c in frame.columns],
+        "data": [_column_values(column) for _, column in frame.items()],
     }
 
 

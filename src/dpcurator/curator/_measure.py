@@ -361,3 +361,5 @@ def _frame(
     if query.limit is not None:
         frame = frame.head(query.limit)
     return frame.reset_index(drop=True)
+    if not query.order_by and query.limit is None:
+        return frame  # its index is already 0 .. n - 1

@@ -10,6 +10,7 @@ precision); :func:`pow2` is re-exported from :mod:`dpcurator.noise` for the mech
 
 from __future__ import annotations
 
+import functools
 import math
 from fractions import Fraction
 from typing import Any
@@ -141,6 +142,7 @@ def l2_grid_sensitivity(sensitivity: float, bits: int, changed: int) -> int:
     return math.ceil(Fraction(sensitivity) * pow2(bits)) + root_up
 
 
+@functools.lru_cache(maxsize=4096)  # a pure function of public parameters, asked per release
 def scale_at_least(numerator: int | float, epsilon: float) -> float:
     """Smallest float ``t >= numerator / epsilon`` whose ratio ``numerator / t`` is ``<= epsilon``.
 

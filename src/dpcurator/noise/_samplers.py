@@ -15,6 +15,7 @@ Privacy", NeurIPS 2020, arXiv 2004.00010 (CKS20), Algorithms 1-3 and Section 5.
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 from collections.abc import Callable, Sequence
@@ -642,6 +643,12 @@ def _truncated_geometric(
     return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
 
 
+@functools.lru_cache(maxsize=1024)
+def _dlap_tail(scale: Fraction) -> _Tail:
+    """Return the tail of ``|X|`` for ``X ~ DLap(scale)`` (immutable; remembered per scale)."""
+    return _Tail(1 / scale, two_sided=True)
+
+
 def _dlap_magnitudes(scale: Fraction, n: int, source: RandomSource) -> NDArray[np.int64]:
     """Draw ``n`` magnitudes ``M = |X|`` of ``X ~ DLap(scale)``: ``P(M >= m) = 2 p**m / (1 + p)``.
 
@@ -655,7 +662,7 @@ def _dlap_magnitudes(scale: Fraction, n: int, source: RandomSource) -> NDArray[n
     independent with exactly these laws.
     """
     if scale <= _INVERSION_MAX_SCALE:
-        return _invert(_Tail(1 / scale, two_sided=True), n, source)
+        return _invert(_dlap_tail(scale), n, source)
     a = 1 / scale
     block = -((-scale.numerator) // scale.denominator)  # ceil(scale)
     block_tail = _Tail(block * a, two_sided=False)

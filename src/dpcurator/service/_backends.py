@@ -234,15 +234,16 @@ class PostgresBackend:
         trip (the lock is taken before those run).
         """
         self._pending = [("BEGIN", ())]
-        if not durable:
-            self._pending.append(("SET LOCAL synchronous_commit = off", ()))
-        if lock_table is not None:
+        lazy = "set_config('synchronous_commit', 'off', true)" if not durable else "1"
+        if lock_table is not None:  # one statement: the lock, and a commit that does not wait
             self._pending.append(
                 (
-                    "SELECT 1 FROM budgets WHERE analyst = '*' AND table_name = ? FOR UPDATE",
+                    f"SELECT {lazy} FROM budgets WHERE analyst = '*' AND table_name = ? FOR UPDATE",
                     (lock_table,),
                 )
             )
+        elif not durable:
+            self._pending.append((f"SELECT {lazy}", ()))
         self._open = True
 
     def commit(self) -> None:
