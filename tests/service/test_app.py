@@ -82,6 +82,14 @@ def test_unknown_malformed_missing_and_revoked_keys_are_refused(live: Start) -> 
         client.tables()
 
 
+def test_the_key_is_checked_before_the_body_is_read_as_json(live: Start) -> None:
+    server = live(analysts={"ann": {"people": 2.0}})
+    for path in ("/api/v1/query", "/api/v1/explain"):
+        _refused(_post(server, None, b"{not json", path), 401)
+        _refused(_post(server, "dpk_000000000000_" + "A" * 43, b"[1, 2]", path), 401)
+        _refused(_post(server, server.key("ann"), b"{not json", path), 400)
+
+
 def test_a_removed_analyst_is_refused_at_once(live: Start) -> None:
     server = live(analysts={"ann": {"people": 2.0}})
     key = server.key("ann")
