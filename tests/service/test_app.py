@@ -8,8 +8,10 @@ import json
 import logging
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -316,6 +318,45 @@ def test_requests_without_a_valid_key_are_limited_per_address(live: Start) -> No
         server.url + "/api/v1/me", headers={"Authorization": f"Bearer {server.key('ann')}"}
     )
     _refused(ann, 429)
+
+
+def _most_at_once(server: LiveServer, requests: int) -> int:
+    """Send ``requests`` at once; return how many the server worked on at the same time."""
+    inside, most, lock = 0, 0, threading.Lock()
+    standing = server.curator.standing
+
+    def slow_standing(who: Any) -> dict[str, Any]:
+        nonlocal inside, most
+        with lock:
+            inside += 1
+            most = max(most, inside)
+        time.sleep(0.3)  # long enough for the others to arrive; the count is what is checked
+        with lock:
+            inside -= 1
+        return standing(who)
+
+    server.curator.standing = slow_standing  # type: ignore[method-assign]
+    key = server.key("ann")
+    with ThreadPoolExecutor(requests) as pool:
+        codes = list(
+            pool.map(
+                lambda _: httpx.get(
+                    server.url + "/api/v1/me",
+                    headers={"Authorization": f"Bearer {key}"},
+                    timeout=60,
+                ).status_code,
+                range(requests),
+            )
+        )
+    assert codes == [200] * requests
+    return most
+
+
+def test_requests_worked_on_at_once_are_limited_per_process(live: Start) -> None:
+    limited = live(analysts={"ann": {"people": 2.0}}, concurrent_requests=2)
+    assert _most_at_once(limited, 6) == 2
+    wide = live(analysts={"ann": {"people": 2.0}}, concurrent_requests=6)
+    assert _most_at_once(wide, 6) > 2  # control: the limit, not the test, held them back
 
 
 def test_unknown_paths_and_methods_are_json_4xx(live: Start) -> None:

@@ -147,6 +147,11 @@ def _json(raw: bytes) -> Any:
         ) from None
 
 
+def _limit_threads(count: int) -> None:
+    """Let at most ``count`` requests work at once (the worker threads' limiter)."""
+    anyio.to_thread.current_default_thread_limiter().total_tokens = count
+
+
 def create_app(curator: ServiceCurator) -> FastAPI:
     """Build the ASGI application serving ``curator`` (its limits from ``curator.config``).
 
@@ -161,6 +166,7 @@ def create_app(curator: ServiceCurator) -> FastAPI:
         docs_url=None,
         redoc_url=None,
         openapi_url=None,
+        on_startup=[lambda: _limit_threads(limits.concurrent_requests)],
         on_shutdown=[curator.close],
     )
     app.state.curator = curator
