@@ -17,7 +17,7 @@ one scrypt check (about 30 ms of CPU, by design), later ones a SHA-256. Without 
 the first requests of 8 new keys queue behind each other's scrypt (up to about 300 ms).
 
     .venv/bin/python benchmarks/bench_service.py [--queries 25] [--levels 1 8 32] [--workers 1]
-        [--ledgers sqlite postgresql] [--no-local] [--out F]
+        [--ledgers sqlite postgresql] [--no-local] [--repeat 1] [--out F]
 
 Prints queries/s, p50 and p99 latency (ms) per setting and writes JSON (``--out``).
 """
@@ -286,11 +286,16 @@ def main() -> None:
     parser.add_argument("--ledgers", nargs="+", default=["sqlite", "postgresql"])
     parser.add_argument("--workers", type=int, default=1, help="server processes")
     parser.add_argument("--no-local", action="store_true", help="skip the local Session rows")
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="runs of each store, a fresh server each (in turn)"
+    )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
-    results = {} if args.no_local else {"local": _local(args.levels, args.queries)}
-    for kind in args.ledgers:
-        results[kind] = _service(kind, args.levels, args.queries, args.workers)
+    results: dict[str, Any] = {} if args.no_local else {"local": _local(args.levels, args.queries)}
+    for run in range(args.repeat):
+        for kind in args.ledgers:
+            name = kind if args.repeat == 1 else f"{kind} run {run + 1}"
+            results[name] = _service(kind, args.levels, args.queries, args.workers)
     if args.out is not None:
         args.out.write_text(json.dumps(results, indent=2))
 
