@@ -5,6 +5,7 @@ Run (after ``bash benchmarks/peers/setup_peers.sh tumult smartnoise opendp``)::
     .venv/bin/python benchmarks/bench_accuracy.py [--repeats 10] [--peer-repeats 2 5 3]
         [--peers tumult smartnoise opendp] [--peer-timeout 1500]
         [--out benchmarks/results/accuracy.json] [--show FILE]
+    .venv/bin/python benchmarks/bench_accuracy.py --quartiles 50 --out FILE  # dpcurator only
 
 Tables (bundled, real, multi-row privacy units; ``dpcurator.datasets``):
 
@@ -411,6 +412,75 @@ def run_dpcurator(
 
 
 # --------------------------------------------------------------------------------------------
+# several quantiles of one column: jointly, or each alone (dpcurator only)
+
+QUARTILES = {"cps": "wages", "flights": "distance"}
+"""The column whose quartiles ``--quartiles`` releases, per table (its median is in QUERIES)."""
+LEVELS = (0.25, 0.5, 0.75)
+
+
+def run_quartiles(
+    tables: dict[str, tuple[pd.DataFrame, pd.DataFrame]],
+    decls: dict[str, dict[str, Any]],
+    repeats: int,
+) -> dict[str, Any]:
+    """Quartiles of one column per table, at the median query's budget share (epsilon / Q).
+
+    Two ways, same total epsilon: one query ``QUANTILE(c, 0.25), MEDIAN(c), QUANTILE(c, 0.75)``
+    (released jointly, JointExp: one exponential mechanism over sorted triples), and three
+    one-quantile queries at a third of it each (three separate exponential mechanisms). MAE per
+    level in the column's units against the bounded table's exact quantiles (pandas' linear
+    interpolation), over ``repeats`` seeded repetitions, a fresh session each. The peers do not
+    run it: their drivers answer one statistic per query (multi-quantile support is not in them).
+    """
+    out: dict[str, Any] = {}
+    for name, column in QUARTILES.items():
+        bounded = tables[name][1]
+        table = dp_table(name, bounded, decls[name])
+        share = EPSILON / sum(q["table"] == name for q in QUERIES)
+        truth = [float(bounded[column].quantile(q)) for q in LEVELS]
+        lo, hi = decls[name]["bounds"][column]
+        joint_sql = (
+            f"SELECT QUANTILE({column}, 0.25) AS a, MEDIAN({column}) AS b, "
+            f"QUANTILE({column}, 0.75) AS c FROM {name}"
+        )
+        errors: dict[str, list[list[float]]] = {"joint": [], "split": []}
+        for rep in range(repeats):
+            source = InsecureSeededSource(SEED + 7000 + 1000 * rep + len(name))
+            with Session(table, Budget(EPSILON), ledger=":memory:", source=source) as session:
+                row = session.sql(joint_sql, epsilon=share).table.iloc[0]
+                joint = [common.clamp(float(row[k]), lo, hi) for k in "abc"]
+                split = []
+                for q in LEVELS:
+                    one = session.sql(
+                        f"SELECT QUANTILE({column}, {q}) AS v FROM {name}", epsilon=share / 3
+                    )
+                    split.append(common.clamp(float(one.table["v"].iloc[0]), lo, hi))
+            errors["joint"].append([abs(v - t) for v, t in zip(joint, truth, strict=True)])
+            errors["split"].append([abs(v - t) for v, t in zip(split, truth, strict=True)])
+        out[name] = {
+            "column": column,
+            "epsilon": share,
+            "truth": truth,
+            "mae": {
+                how: [float(np.mean([e[i] for e in errs])) for i in range(len(LEVELS))]
+                for how, errs in errors.items()
+            },
+            "repeats": repeats,
+        }
+        mae = out[name]["mae"]
+        print(
+            f"{name} quartiles of {column} at epsilon {share:.4g}: "
+            + "; ".join(
+                f"q={q}: joint {mae['joint'][i]:,.1f}, split {mae['split'][i]:,.1f}"
+                for i, q in enumerate(LEVELS)
+            ),
+            flush=True,
+        )
+    return out
+
+
+# --------------------------------------------------------------------------------------------
 # peers, each in its own venv
 
 
@@ -639,7 +709,23 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="dpcurator only, on these queries (each at its share of the whole workload's "
         "budget); prints their errors and writes nothing",
     )
+    parser.add_argument(
+        "--quartiles",
+        type=int,
+        default=None,
+        metavar="REPEATS",
+        help="dpcurator only: quartiles of cps wages and flights distance, jointly (one "
+        "mechanism) or each alone at a third of the budget; prints their MAE, writes --out",
+    )
     args = parser.parse_args(argv)
+    if args.quartiles is not None:
+        tables = bounded_tables()
+        quartiles = run_quartiles(
+            tables, declarations({k: v[0] for k, v in tables.items()}), args.quartiles
+        )
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({"quartiles": quartiles}, indent=1) + "\n")
+        return quartiles
     if args.show is not None:
         saved: dict[str, Any] = json.loads(args.show.read_text())
         print_report(saved)

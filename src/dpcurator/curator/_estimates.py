@@ -8,7 +8,8 @@ Every function here post-processes noisy measurements (and public bounds) only:
   level);
 - AVG, VARIANCE, STDDEV: ratios of noisy measurements; standard deviation by the delta method and
   a normal interval, marked approximate;
-- quantiles: chosen by the exponential mechanism, no standard deviation (NaN).
+- quantiles: chosen by the exponential mechanism (several of one column jointly), no standard
+  deviation (NaN).
 """
 
 from __future__ import annotations
@@ -196,6 +197,14 @@ def quantile_rank_error(epsilon: float, sensitivity: float, candidates: int, lev
     ``|C|`` counts every candidate point, ``quantile_buckets + 1`` (about ``2**20``: see
     :func:`~dpcurator.curator._statements.quantile_buckets`), even though the choice is
     computed per run of points between data values.
+
+    Quantiles of one column released jointly (JointExp,
+    :func:`~dpcurator.mechanisms.joint_quantile_mechanism`, at ``epsilon_J`` with sensitivity
+    ``Delta_J``) get the same formula at ``epsilon_J / m`` and ``Delta_J``: with probability
+    ``level`` every one of the ``m`` rank errors is at most
+    ``-OPT + (2 Delta_J / epsilon_J)(ln C(|C| + m - 1, m) + ln(1 / (1 - level)))``, which is
+    below ``-OPT + (2 Delta_J m / epsilon_J) ln(|C| / (1 - level))`` since
+    ``C(|C| + m - 1, m) <= |C|**m``; ``-OPT`` is at most the sum of the levels' best rank errors.
 
     >>> round(quantile_rank_error(1.0, 1.0, 1025, 0.95), 2)
     19.86

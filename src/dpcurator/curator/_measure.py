@@ -19,10 +19,10 @@ import pandas as pd
 from numpy.typing import NDArray
 from sqlglot import exp
 
-from dpcurator.accounting import DiscreteGaussianEvent
+from dpcurator.accounting import DiscreteGaussianEvent, PrivacyEvent
 from dpcurator.curator._aggregates import release
 from dpcurator.curator._estimates import Measured, Noisy, Output
-from dpcurator.curator._measures import QuantileCounts, UnitCount
+from dpcurator.curator._measures import JOINT, QuantileCounts, UnitCount, joint_epsilon
 from dpcurator.curator._plan import Measurement, Plan, domain_product
 from dpcurator.curator._statements import quantile_buckets, quantile_clamp
 from dpcurator.errors import InternalError
@@ -32,6 +32,7 @@ from dpcurator.mechanisms import (
     geometric_mechanism,
 )
 from dpcurator.mechanisms._exponential import exponential_mechanism_runs
+from dpcurator.mechanisms._joint_quantiles import joint_quantile_mechanism
 from dpcurator.noise import RandomSource
 
 __all__ = ["Exact", "compute", "fetch", "key_order"]
@@ -127,7 +128,8 @@ def fetch(plan: Plan, read: Read, *, groups: bool = True) -> Exact:
         columns = {name: _integer_column(v) for name, v in table.items() if name not in aliases}
     buckets: dict[tuple[tuple[Any, ...], str], NDArray[np.int64]] = {}
     if plan.statements.quantiles is not None:
-        qt = read(plan.statements.quantiles)
+        statement = plan.statements.quantiles
+        qt = read(_all_buckets(statement) if _joint_groups(plan) else statement)
         size = len(qt["__n"])
         names = (
             ["__bucket", "__n", "__below", "__total"] if "__below" in qt else ["__bucket", "__n"]
@@ -142,6 +144,37 @@ def fetch(plan: Plan, read: Read, *, groups: bool = True) -> Exact:
             members = order[ends[code - 1] if code else 0 : ends[code]]
             buckets[key] = _bucket_rows(np.stack([column[members] for column in data]))
     return Exact(keys=keys, columns=columns, buckets=buckets)
+
+
+def _all_buckets(statement: exp.Query) -> exp.Query:
+    """Return ``statement`` with every non-empty bucket, none left out near the levels.
+
+    Without GROUP BY the quantile statement keeps only the buckets near each level (a run's
+    clamped single-quantile utility needs no more); a joint draw needs the rank of every run,
+    so each part filtered that way (it reads its buckets from the subquery ``__g``) is
+    replaced by that subquery's select. The others are already whole.
+    """
+    tree = statement.copy()
+    for node in list(tree.find_all(exp.Subquery)):
+        if node.alias != "__g":
+            continue
+        filtered = node.parent_select
+        while filtered is not None and not _reads(filtered, "__d"):
+            filtered = filtered.parent_select
+        if filtered is None:
+            raise InternalError("The quantile statement's filtered part has an unknown shape.")
+        filtered.replace(node.this.copy())
+    return tree
+
+
+def _reads(select: exp.Select, alias: str) -> bool:
+    """Whether ``select`` reads FROM a subquery named ``alias``."""
+    source = select.args.get("from_")
+    return (
+        isinstance(source, exp.From)
+        and isinstance(source.this, exp.Subquery)
+        and source.this.alias == alias
+    )
 
 
 def _public_quantiles_only(plan: Plan) -> bool:
@@ -269,8 +302,13 @@ def compute(
             selected.keep(kept)
             groups.keep(kept)
             measured.noisy[m.measure] = selected
+    joint = _joint_groups(plan)
     for m, event in planned:
-        if isinstance(m.measure, QuantileCounts):
+        if isinstance(m.measure, QuantileCounts) and m.measure.column in joint:
+            if m.measure not in measured.quantiles:  # the group's first level draws them all
+                rows = joint[m.measure.column]
+                measured.quantiles.update(_joint(plan, rows, groups.keys, exact, source))
+        elif isinstance(m.measure, QuantileCounts):
             measured.quantiles[m.measure] = _quantiles(plan, m, groups.keys, exact, source)
         elif not _selection(m):
             vector = groups.vector(exact, m.result)
@@ -313,6 +351,122 @@ def _quantiles(
     return out
 
 
+def _joint_groups(plan: Plan) -> dict[str, list[tuple[Measurement, PrivacyEvent]]]:
+    """Per column whose quantiles are released jointly, its rows and events (see JOINT)."""
+    out: dict[str, list[tuple[Measurement, PrivacyEvent]]] = {}
+    for m, event in zip(plan.measurements, plan.events, strict=True):
+        if isinstance(m.measure, QuantileCounts) and m.mechanism == JOINT:
+            out.setdefault(m.measure.column, []).append((m, event))
+    return out
+
+
+def _joint(
+    plan: Plan,
+    rows: Sequence[tuple[Measurement, PrivacyEvent]],
+    groups: Sequence[tuple[Any, ...]],
+    exact: Exact,
+    source: RandomSource,
+) -> dict[QuantileCounts, FloatArray]:
+    """Per group, one joint draw of a column's quantiles (JointExp over the public points).
+
+    The candidates are sorted tuples of positions of the ``B + 1`` bucket ends
+    (:func:`_joint_runs`); each group's choice is
+    :func:`~dpcurator.mechanisms._joint_quantiles.joint_quantile_mechanism` at
+    ``epsilon_J / g`` (``g`` groups per unit, as for one quantile) with the joint utility's
+    sensitivity (:func:`~dpcurator.curator._measures.joint_quantiles`), over the runs of
+    points between the group's non-empty buckets (all of them: see :func:`fetch`).
+    """
+    measures = sorted(
+        (m.measure for m, _ in rows if isinstance(m.measure, QuantileCounts)),
+        key=lambda q: q.level,
+    )
+    column = measures[0].column
+    levels = [q.level for q in measures]
+    spec = next(v for v in plan.values if v.column == column)
+    buckets = quantile_buckets(spec)
+    epsilon = joint_epsilon([e for _, e in rows]) / plan.groups_touched
+    sensitivity = rows[0][0].sensitivity
+    out = {q: np.empty(len(groups), dtype=np.float64) for q in measures}
+    for i, group in enumerate(groups):
+        lengths, ranks, total = _joint_runs(exact.buckets.get((group, column)), buckets)
+        choice = joint_quantile_mechanism(
+            lengths,
+            ranks,
+            levels,
+            epsilon=epsilon,
+            sensitivity=sensitivity,
+            total=total,
+            source=source,
+        )
+        for q, position in zip(measures, choice.value, strict=True):
+            point = max(position // SUB_POSITIONS - 1, 0)
+            out[q][i] = float(spec.range.lower + spec.range.width * Fraction(point, buckets))
+    return out
+
+
+SUB_POSITIONS = 2**41
+"""``K``: each candidate point of a joint draw is ``K`` positions (see :func:`_joint_runs`)."""
+
+
+def _joint_runs(
+    entry: NDArray[np.int64] | None, buckets: int
+) -> tuple[NDArray[np.int64], NDArray[np.int64], int]:
+    """Return a group's runs of candidate positions (lengths), their ranks and its value count.
+
+    Each of the ``B + 1`` points ``j`` (value ``L + j (U - L) / B``) is ``K`` public positions
+    ``(j, s)``, ``s = 0 .. K - 1``, in that order, of rank
+    ``below(j) + min(s, n_j)``: the values in lower buckets, plus ``s`` of the ``n_j`` values
+    of bucket ``j`` (which all round to that point). Ranks never decrease along the positions,
+    and adding one value in bucket ``k`` adds 1 to the rank of exactly the positions from
+    ``(k, n_k + 1)`` on, so the joint utility's sensitivity is unchanged
+    (:func:`~dpcurator.mechanisms.joint_quantile_sensitivity`). What it changes: a level that
+    falls inside a tied value (many rows in one bucket, e.g. wages of 0) has a position of
+    exactly its rank, where among points alone the nearest rank may be far, and the joint
+    utility (the half total variation of the rank errors) is flat across every intermediate
+    level's rank between its neighbours' errors. Every one of the ``K`` positions of an empty
+    bucket's point has the same rank, so for data without ties the law of the chosen points is
+    as without positions; the stated rank error stays the single-quantile formula's
+    (:func:`~dpcurator.curator._measures.joint_quantiles`): the best tuple of points is reached
+    by at least ``K - max_j n_j`` positions per level, so ``ln |C|`` grows by at most
+    ``m ln(K / (K - max_j n_j))`` (``m 2**-20`` for at most ``2**20`` rows per bucket).
+    Before point 0 come ``K`` more positions of rank 0 and value ``L`` (point 0's value), so
+    that every rank of a point, 0 included, is reached by at least ``K - max_j n_j``
+    positions. Consecutive positions of equal rank form one run.
+    """
+    k = SUB_POSITIONS
+    if entry is None or entry.shape[1] == 0:  # no rows: one run, rank 0
+        return np.array([(buckets + 2) * k], dtype=np.int64), np.zeros(1, dtype=np.int64), 0
+    index, counts, below, total = entry
+    if int(below[0]) != 0 or np.any(below[1:] != below[:-1] + counts[:-1]):
+        raise InternalError("A joint quantile needs every non-empty bucket of its group.")
+    inner = np.minimum(counts, k - 1)  # positions s = 0 .. inner - 1 have distinct ranks
+    after = np.append(index[1:], buckets + 1) - index - 1  # empty points up to the next one
+    # Segments per bucket: the inner positions one by one, the rest of its positions, the
+    # empty points after it; plus the empty points before the first bucket.
+    each = inner + 2
+    ends = np.cumsum(each)
+    size = int(ends[-1]) + 1
+    lengths = np.ones(size, dtype=np.int64)
+    ranks = np.zeros(size, dtype=np.int64)
+    lengths[0] = (int(index[0]) + 1) * k  # with the K positions of rank 0 before point 0
+    starts = 1 + ends - each
+    within = np.arange(int(inner.sum()), dtype=np.int64) - np.repeat(
+        np.cumsum(inner) - inner, inner
+    )
+    unit = np.repeat(starts, inner) + within
+    ranks[unit] = np.repeat(below, inner) + within
+    tail = starts + inner
+    lengths[tail] = k - inner
+    ranks[tail] = below + np.minimum(counts, inner)
+    gap = tail + 1
+    lengths[gap] = after * k
+    ranks[gap] = below + counts
+    keep = lengths > 0
+    lengths, ranks = lengths[keep], ranks[keep]
+    first = np.flatnonzero(np.concatenate([[True], ranks[1:] != ranks[:-1]]))
+    return np.add.reduceat(lengths, first), ranks[first], int(total[0])
+
+
 def _quantile_runs(
     entry: NDArray[np.int64] | None, level: float, buckets: int, clamp: float
 ) -> tuple[NDArray[np.int64], FloatArray]:
@@ -352,6 +506,8 @@ def _frame(
         data[f"{alias}_ci_low"] = out.low
         data[f"{alias}_ci_high"] = out.high
     frame = pd.DataFrame(data)
+    if not query.order_by and query.limit is None:
+        return frame  # its index is already 0 .. n - 1
     if query.order_by:
         frame = frame.sort_values(
             [name for name, _ in query.order_by],
@@ -361,5 +517,3 @@ def _frame(
     if query.limit is not None:
         frame = frame.head(query.limit)
     return frame.reset_index(drop=True)
-    if not query.order_by and query.limit is None:
-        return frame  # its index is already 0 .. n - 1

@@ -61,6 +61,7 @@ from dpcurator.curator._measures import (
     RowCount,
     UnitCount,
     ValueSum,
+    joint_quantiles,
     kind_of,
     label_of,
 )
@@ -646,6 +647,7 @@ def make_plan(
         )
         for i, (measure, share) in enumerate(zip(measures, shares, strict=True))
     ]
+    planned = joint_quantiles(planned, per_group=contribution.per_group, zcdp=rho is not None)
     measurements = tuple(m for m, _ in planned)
     threshold = None
     if selection:

@@ -15,6 +15,7 @@ from rich.text import Text
 
 from dpcurator._display import MAX_ROWS, html_table, shorten
 from dpcurator.accounting import Budget, PrivacyEvent
+from dpcurator.curator._measures import JOINT
 from dpcurator.curator._plan import Measurement
 
 __all__ = ["QueryRelease"]
@@ -53,7 +54,9 @@ class QueryRelease:
         For each quantile column, its error statement: with probability at least
         ``confidence``, the released point's rank among the bounded values is within this of
         the rank of the best of the candidate points (the exponential mechanism's utility
-        bound, :func:`~dpcurator.curator._estimates.quantile_rank_error`).
+        bound, :func:`~dpcurator.curator._estimates.quantile_rank_error`); for quantiles of one
+        column released jointly (mechanism ``joint exponential``), within it of the sum of the
+        best candidates' rank errors of that column's levels, all levels at once.
     threshold : int or None
         The partition-selection threshold on noisy distinct-unit counts, when used.
     measured : tuple
@@ -114,6 +117,11 @@ class QueryRelease:
             f" {column}: rank within {error:.3g} of the best candidate's ({pct})."
             for column, error in self.rank_errors.items()
         )
+        if any(m.mechanism == JOINT for m in self.split):
+            ranks += (
+                " Quantiles of one column are released jointly: each within its bound of the sum "
+                "of the best candidates' rank errors of that column's levels."
+            )
         return (
             f"± std and [{pct} interval]: of the noise, for the bounded query (values clamped to "
             "their declared bounds, each unit's contribution bounded), not for the raw data."

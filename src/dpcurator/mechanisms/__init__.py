@@ -12,6 +12,8 @@
 - Selection: :func:`exponential_mechanism` (and :func:`exponential_mechanism_runs` over runs
   of points that share a utility), :func:`report_noisy_max` (permute-and-flip),
   :func:`selection_error_bound`.
+- Several quantiles of one data set jointly (JointExp): :func:`joint_quantile_mechanism`,
+  with :func:`joint_quantile_sensitivity` and :func:`joint_quantile_error_bound`.
 - Sparse vector: :class:`AboveThreshold`.
 - Sensitivities with named neighbour relations: :func:`count_sensitivity`,
   :func:`sum_sensitivity`, :func:`mean_sensitivity`, :func:`histogram_sensitivity`.
@@ -35,6 +37,11 @@ from dpcurator.mechanisms._exponential import (
     selection_error_bound,
 )
 from dpcurator.mechanisms._gaussian import discrete_gaussian_mechanism, gaussian_mechanism
+from dpcurator.mechanisms._joint_quantiles import (
+    joint_quantile_error_bound,
+    joint_quantile_mechanism,
+    joint_quantile_sensitivity,
+)
 from dpcurator.mechanisms._laplace import geometric_event, geometric_mechanism, laplace_mechanism
 from dpcurator.mechanisms._randomized_response import (
     FrequencyEstimate,
@@ -73,6 +80,9 @@ __all__ = [
     "geometric_event",
     "geometric_mechanism",
     "histogram_sensitivity",
+    "joint_quantile_error_bound",
+    "joint_quantile_mechanism",
+    "joint_quantile_sensitivity",
     "laplace_mechanism",
     "mean_sensitivity",
     "posterior_probability",
