@@ -30,7 +30,7 @@ from dpcurator.curator._aggregates import (
     Sum,
     release,
 )
-from dpcurator.curator._estimates import Measured, Noisy
+from dpcurator.curator._estimates import HalfWidths, Measured, Noisy
 from dpcurator.curator._measures import QuantileCounts
 from dpcurator.curator._plan import MAX_EPSILON, MIN_EPSILON, Measurement, Plan
 from dpcurator.errors import InvalidParameterError, QueryError
@@ -107,10 +107,7 @@ def predicted_errors(plan: Plan, confidence: float) -> list[Predicted]:
         error = measurement_noise(m)
         if error is None:
             continue
-        half = {}
-        for level in measured.levels:
-            low, _ = error.confidence_interval(level)
-            half[level] = float(-np.asarray(low).reshape(-1)[0])
+        half = HalfWidths(error, measured.levels)
         measured.noisy[m.measure] = Noisy(np.zeros(1, np.int64), m.unit_value, error.std, half)
     out = []
     for aggregate in plan.query.aggregates:

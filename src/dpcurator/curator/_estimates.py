@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +27,7 @@ from dpcurator.curator._measures import ColumnCount, Measure, QuantileCounts, Ro
 from dpcurator.curator._specs import ValueSpec
 from dpcurator.curator._table import Table
 from dpcurator.errors import InternalError
+from dpcurator.mechanisms import ErrorModel
 
 __all__ = ["Measured", "Noisy", "Output", "quantile_rank_error"]
 
@@ -44,6 +45,31 @@ class Output:
     exact: str  # "exact", "conservative", "approximate" or "none"
 
 
+class HalfWidths(Mapping[float, float]):
+    """An error model's interval half-widths at the given levels, each computed when first read.
+
+    A release reads the one at its confidence; an average's union bound may read the others.
+    """
+
+    def __init__(self, error: ErrorModel, levels: Sequence[float]) -> None:
+        self._error = error
+        self._levels = tuple(levels)
+        self._known: dict[float, float] = {}
+
+    def __getitem__(self, level: float) -> float:
+        if level not in self._levels:
+            raise KeyError(level)
+        if level not in self._known:
+            self._known[level] = self._error.half_width(level)
+        return self._known[level]
+
+    def __iter__(self) -> Iterator[float]:
+        return iter(self._levels)
+
+    def __len__(self) -> int:
+        return len(self._levels)
+
+
 @dataclass
 class Noisy:
     """A noisy measurement per group, in its units, with its noise's std and half-widths."""
@@ -51,7 +77,7 @@ class Noisy:
     value: NDArray[np.int64]
     unit: float
     std: float  # in units
-    half: dict[float, float]  # level -> half-width in units
+    half: Mapping[float, float]  # level -> half-width in units
 
     def real(self) -> FloatArray:
         """Return the values in the column's units."""

@@ -21,7 +21,7 @@ from sqlglot import exp
 
 from dpcurator.accounting import DiscreteGaussianEvent, PrivacyEvent
 from dpcurator.curator._aggregates import release
-from dpcurator.curator._estimates import Measured, Noisy, Output
+from dpcurator.curator._estimates import HalfWidths, Measured, Noisy, Output
 from dpcurator.curator._measures import JOINT, QuantileCounts, UnitCount, joint_epsilon
 from dpcurator.curator._plan import Measurement, Plan, domain_product
 from dpcurator.curator._statements import quantile_buckets, quantile_clamp
@@ -273,7 +273,7 @@ def _noisy(
             raise InternalError(f"The release's event {noisy.event} differs from the plan's.")
     error = noisy.error
     assert error is not None
-    half = {level: error.half_width(level) for level in levels}
+    half = HalfWidths(error, levels)
     return Noisy(np.asarray(noisy.value, dtype=np.int64), m.unit_value, error.std, half)
 
 
