@@ -74,7 +74,10 @@ after one that took over ``--max-seconds`` (default 60 s).
 
 5. ``--statements`` (alone): the first query's statements against a single pass over the rows
    (:data:`SINGLE_PASS`), interleaved in this process, CPU and wall seconds, no JSON written
-   (see :func:`statement_timings`).
+   (see :func:`statement_timings`). With ``--compare SRC``: the statements a session runs
+   (units beyond their bounds, first and later query) as rendered by another checkout's ``src``
+   and by this one, alternated in this process, their aggregates checked equal (see
+   :func:`compare_statements`).
 
 Writes ``benchmarks/results/engines.json`` (``--out``) and prints markdown tables for
 BENCHMARKS.md with the command, the machine and the versions.
@@ -1002,6 +1005,168 @@ def statement_timings(args: argparse.Namespace) -> None:
         session.close()
 
 
+# --------------------------------------------------------------------------------------------
+# --statements --compare SRC: a session's statements from two checkouts, in one process
+
+COMPARED_QUERIES = {
+    "first": "SELECT grp, COUNT(*), SUM(value), AVG(value) FROM t GROUP BY grp",
+    "later": "SELECT grp, COUNT(*), SUM(value), AVG(value) FROM t WHERE value > 1 GROUP BY grp",
+}
+"""The benchmark's first query and a later one (``WHERE value > i``, as in the sessions)."""
+CACHE = "__bench_cache"
+"""The name the compared statements read the units beyond their bounds from."""
+
+
+def render_session_statements(src: str, path: str, groups: int, heavy: bool) -> dict[str, str]:
+    """Return the DuckDB SQL a session of ``src``'s dpcurator runs for :data:`COMPARED_QUERIES`.
+
+    ``over`` (materialized by the session as :data:`CACHE`), then per query the statement the
+    session runs with that cache: every unit's pairs scaled (``heavy``: at least 65,536 units
+    beyond their bounds) or the rows as they are (none beyond). The rows are read with
+    ``read_parquet`` instead of the session's view of it. Run in a child process
+    (``--render-statements``), so that ``src`` is the only dpcurator imported.
+    """
+    sys.path.insert(0, src)
+    from sqlglot import exp
+
+    from dpcurator.accounting import Budget
+    from dpcurator.curator import Column, Session, Table
+    from dpcurator.curator._statements import all_pairs, with_over, without_heavy
+
+    table = Table(
+        "t",
+        path,
+        privacy_unit="unit_id",
+        max_rows_per_unit=5,
+        max_groups_per_unit=1,
+        columns=(
+            Column("grp", domain=tuple(range(groups))),
+            Column("value", lower=0.0, upper=100.0, nullable=False),
+        ),
+    )
+    session = Session(table, Budget(1e9), ledger=":memory:")
+    engine: Any = session._engine  # a DuckDBEngine
+    relation, reader = engine.relation("t"), f"read_parquet('{path}')"
+    out: dict[str, str] = {}
+    for name, query in COMPARED_QUERIES.items():
+        plan = session.plan(query, epsilon=1)
+        main = plan.statements.main
+        tree = all_pairs(with_over(main, exp.to_table(CACHE))) if heavy else without_heavy(main)
+        out[name] = engine.render(tree, "t").replace(relation, reader)
+        assert plan.statements.over is not None
+        out["over"] = engine.render(plan.statements.over, "t").replace(relation, reader)
+    out["settings"] = json.dumps(_changed_settings(engine._connection))
+    session.close()
+    return out
+
+
+def _changed_settings(conn: Any) -> dict[str, str]:
+    """The settings of ``conn`` that differ from a fresh connection's (the engine's own)."""
+    query = "SELECT name, value FROM duckdb_settings()"
+    fresh = dict(duckdb.connect().execute(query).fetchall())
+    return {k: v for k, v in conn.execute(query).fetchall() if fresh.get(k) != v}
+
+
+def compare_statements(args: argparse.Namespace) -> None:
+    """Time the statements of ``--compare``'s checkout and of this one, alternated.
+
+    Per shape at ``--shape-rows`` rows, each ``--repeats`` times: the floor, then each
+    checkout's units beyond their bounds materialized as the session does (``CREATE TEMP
+    TABLE``), its first query's statement and its later one's, both reading its own cache,
+    each under the settings that checkout's engine gives its own DuckDB connection; the two
+    checkouts take turns going first. CPU
+    seconds of this process (user + system, all DuckDB threads), wall seconds, medians; the
+    two checkouts' aggregates are checked equal.
+    """
+    checkouts = {"before": str(Path(args.compare).resolve()), "after": str(REPO / "src")}
+    conn = duckdb.connect()
+    rows = args.shape_rows
+    print(f"statements at {rows:,} rows: CPU s (wall s), medians of {args.repeats}")
+    print(f"before: {checkouts['before']}; after: {checkouts['after']}")
+    shapes = (engines_data.BASE, engines_data.ROWS10, engines_data.ROWS100, engines_data.GROUPS100K)
+    for shape in shapes:
+        path = engines_data.ensure(shape, rows, DATA_DIR)
+        floor = (
+            f"SELECT COUNT(*), SUM(n) FROM (SELECT unit_id, COUNT(*) AS n FROM "
+            f"read_parquet('{path}') GROUP BY unit_id)"
+        )
+        tasks: dict[str, tuple[dict[str, str], str]] = {"floor": ({}, floor)}
+        for label, src in checkouts.items():
+            tasks.update(_checkout_tasks(label, src, shape, path))
+        _check_same(conn, tasks)
+        spent: dict[str, list[tuple[float, float]]] = {name: [] for name in tasks}
+        names = list(tasks)
+        for repeat in range(args.repeats):
+            # The floor, then the checkouts in turn, in the other order every other repeat
+            # (whichever runs second finds more of the file in DuckDB's and the OS's caches).
+            order = names if repeat % 2 == 0 else [names[0], *names[4:], *names[1:4]]
+            for name in order:
+                settings, sql = tasks[name]
+                spent[name].append(_timed(conn, settings, sql))
+        _print_compared(shape.label(rows), spent)
+
+
+def _checkout_tasks(
+    label: str, src: str, shape: engines_data.Shape, path: Path
+) -> dict[str, tuple[dict[str, str], str]]:
+    """One checkout's statements (rendered in a child process) with its engine's settings."""
+    command = [sys.executable, __file__, "--render-statements", src, str(path)]
+    command += [str(shape.groups), "1" if shape.lo > 5 else "0"]
+    done = subprocess.run(command, check=True, capture_output=True, text=True)
+    rendered: dict[str, str] = json.loads(done.stdout)
+    settings: dict[str, str] = json.loads(rendered.pop("settings"))
+    sql = {k: v.replace(CACHE, f"{CACHE}_{label}") for k, v in rendered.items()}
+    return {
+        f"over {label}": (
+            settings,
+            f"CREATE OR REPLACE TEMP TABLE {CACHE}_{label} AS {sql['over']}",
+        ),
+        f"first {label}": (settings, sql["first"]),
+        f"later {label}": (settings, sql["later"]),
+    }
+
+
+def _timed(conn: Any, settings: dict[str, str], sql: str) -> tuple[float, float]:
+    """CPU and wall seconds of ``sql`` under ``settings`` (reset afterwards)."""
+    import resource
+
+    for name, value in settings.items():
+        conn.execute(f"SET {name} = '{value}'")
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    c0, t0 = usage.ru_utime + usage.ru_stime, time.perf_counter()
+    conn.execute(sql).fetchall()
+    wall = time.perf_counter() - t0
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    for name in settings:
+        conn.execute(f"RESET {name}")
+    return usage.ru_utime + usage.ru_stime - c0, wall
+
+
+def _check_same(conn: Any, tasks: dict[str, tuple[dict[str, str], str]]) -> None:
+    """Run each checkout's statements once; their aggregates must be equal."""
+    results: dict[str, list[Any]] = {}
+    for name, (_, sql) in tasks.items():
+        out = conn.execute(sql).fetchall()
+        results[name] = sorted(tuple(r) for r in out)
+    for query in ("first", "later"):
+        if results[f"{query} before"] != results[f"{query} after"]:
+            raise SystemExit(f"the two checkouts' {query} queries differ")
+
+
+def _print_compared(label: str, spent: dict[str, list[tuple[float, float]]]) -> None:
+    med = {
+        name: (statistics.median(c for c, _ in xs), statistics.median(w for _, w in xs))
+        for name, xs in spent.items()
+    }
+    for label_ in ("before", "after"):
+        over, first = med[f"over {label_}"], med[f"first {label_}"]
+        med[f"first query {label_} (both)"] = (over[0] + first[0], over[1] + first[1])
+    floor = med["floor"][0]
+    print(f"\n{label}:")
+    for name, (c, w) in med.items():
+        print(f"  {name:28s} {c:7.3f} ({w:6.3f})  {c / floor:5.2f}x the floor's CPU")
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=list(DEFAULT_SIZES))
@@ -1046,7 +1211,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         action="store_true",
         help="time the first query's statements against a single pass (one process) and stop",
     )
+    parser.add_argument(
+        "--compare",
+        default=None,
+        metavar="SRC",
+        help="with --statements: time the statements a session runs as rendered by another "
+        "checkout's src (e.g. of `git worktree add /tmp/base HEAD`) and by this one, alternated",
+    )
+    parser.add_argument("--render-statements", nargs=4, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.render_statements is not None:
+        src, path, groups, heavy = args.render_statements
+        print(json.dumps(render_session_statements(src, path, int(groups), heavy == "1")))
+        return {}
     if args.setup_spark:
         sys.exit(setup_spark_venv())
     if args.show is not None:
@@ -1059,6 +1236,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args.later = args.later or (3 if args.quick else 5)
     args.shape_rows = args.shape_rows or (1_000_000 if args.quick else 10_000_000)
     args.sizes = sorted(set(args.sizes))
+    if args.statements and args.compare:
+        compare_statements(args)
+        return {}
     if args.statements:
         statement_timings(args)
         return {}

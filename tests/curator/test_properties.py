@@ -316,7 +316,7 @@ AGGREGATES = [
 ]
 ALIASES = ["n", "count", "count_std", "count_ci_low", "count_ci_high", "avg_x", "x_bin", "age_bin"]
 ALIASES += ["name", "hh", "age", '"sp ace"', '"é"', '"count"', '"a""b"', "__n", "__u", "__k0"]
-ALIASES += ["__bin", "__units", "sum_x_std"]
+ALIASES += ["__bin", "__units", "__sev", "sum_x_std"]
 KEYS = ["name", "flag", "age", "x", "big", "hh", "secret", "NAME", "people.flag", "p.name"]
 KEYS += ["1", "2", "1.7", "1e400", "0", "-1", "'name'", "age + 1", "ROLLUP(name)", "ALL"]
 ORDER = ["1", "2", "0", "1e400", "1.7", "-1", "count", "count DESC", "n", "name", "RANDOM()"]

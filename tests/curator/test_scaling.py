@@ -136,6 +136,53 @@ def test_pairs_beyond_the_bound_fill_k_rows_in_key_hash_order(engine_kind: Engin
     assert sum(v[plan.measurement_for(RowCount()).result] for v in got.values()) == 5
 
 
+def test_one_group_per_unit_keeps_the_pair_of_least_key_hash_in_every_way(
+    engine_kind: EngineKind,
+) -> None:
+    # g = 1, k = c = 3. The units beyond their bounds carry a flag: several keys or not.
+    # Unit 1: 4, 2 and 1 rows in CA, NY, TX (several keys): its pair of least MD5, 3 rows.
+    # Unit 2: 5 rows in WA (one key, too many rows): that pair, 3 rows.
+    # Unit 3: 2 rows in CA and one of NULL state (flagged; the NULL row is outside the
+    # domain, so one pair is left): CA, 2 rows. Unit 4: 1 row in NY, within its bounds.
+    from dpcurator.curator._statements import SEVERAL, with_over
+
+    sizes = {1: {"CA": 4, "NY": 2, "TX": 1}, 2: {"WA": 5}, 3: {"CA": 2, None: 1}, 4: {"NY": 1}}
+    frame = pd.DataFrame(
+        [
+            (pid, state)
+            for pid, states in sizes.items()
+            for state, n in states.items()
+            for _ in range(n)
+        ],
+        columns=["pid", "state"],
+    )
+    frame["income"] = np.linspace(10.0, 990.0, len(frame)).round(3)
+    bounds = {"max_rows_per_unit": 3, "max_groups_per_unit": 1}
+    session = open_session(_table(frame, **bounds), engine=engine_kind)
+    plan, exact = exact_aggregates(session, QUERY, delta=1e-6)
+    first = min(("CA", "NY", "TX"), key=lambda s: hashlib.md5(s.encode()).hexdigest())
+    chosen = {1: (first, min(sizes[1][first], 3)), 2: ("WA", 3), 3: ("CA", 2), 4: ("NY", 1)}
+    expected: dict[str, dict[str, int]] = {}
+    for pid, (state, m) in chosen.items():
+        rows = frame[(frame["pid"] == pid) & (frame["state"] == state)]
+        part = _expected(plan, rows, m)
+        into = expected.setdefault(state, dict.fromkeys(part, 0))
+        for name, value in part.items():
+            into[name] += value
+    assert _by_group(exact) == expected
+    engine = session._engine
+    assert plan.statements.over is not None
+    units = engine.materialize(plan.statements.over, "people")
+    flags = engine.run(exp.select("__u", SEVERAL).from_(units), "people")
+    assert dict(zip(flags["__u"], flags[SEVERAL], strict=True)) == {1: True, 2: False, 3: True}
+    for change in (
+        all_pairs,
+        lambda statement: with_over(statement, units),
+        lambda statement: all_pairs(with_over(statement, units)),
+    ):
+        _same(exact, fetch(plan, _runner(session, change)))
+
+
 def _runner(session: Session, change: Callable[[exp.Query], exp.Query]) -> Any:
     """Run a statement, changed by ``change``, on the session's engine (no cache)."""
     return lambda statement: session._engine.run(change(statement), "people")

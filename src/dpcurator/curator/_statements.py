@@ -18,7 +18,8 @@ The statement, in steps (common table expressions):
     columns and the bounds only, so a session may compute it once and reuse it for every query
     with the same keys and bounds while the table is unchanged: it is a superset of the units
     beyond their bounds after any filter, and bounding a unit within its bounds keeps all its
-    rows, so the result is the same either way.
+    rows, so the result is the same either way. With one group per unit it also flags
+    (:data:`SEVERAL`) the units whose rows have several keys: the others have one pair.
 ``__bounded``
     The rows of units within their bounds as they are, and the others bounded, in one of two
     ways.
@@ -81,6 +82,7 @@ from dpcurator.curator._table import Table
 __all__ = [
     "OVER",
     "QUANTILE_BUCKETS",
+    "SEVERAL",
     "SUM_CLAMP",
     "Statements",
     "all_pairs",
@@ -100,6 +102,8 @@ SUM_CLAMP = 2**62
 sum, so no sensitivity changes), so that they and their noise fit int64 exactly."""
 OVER = "__over"
 """The name of the step listing the units beyond their bounds."""
+SEVERAL = "__sev"
+"""The column of :data:`OVER` (one group per unit only) flagging units with several keys."""
 UNIT = "__u"
 
 
@@ -392,13 +396,22 @@ def over_statement(
 
 
 def _over_one_group(rows: exp.Select, aliases: Sequence[str], limit: int) -> exp.Select:
-    """One group per unit: beyond it iff some key has two values (or NULL and a value)."""
-    conditions: list[exp.Expr | str] = [f"COUNT(*) > {limit}"]
+    """One group per unit: beyond it iff some key has two values (or NULL and a value).
+
+    Each unit listed also carries :data:`SEVERAL`, true when its rows have more than one
+    key (the part of the test above that does not count rows), computed from the same
+    aggregates: a unit without it has one key among all its rows, so one (unit, group) pair
+    after any filter, which spares a scaled statement counting every unit's pairs
+    (:func:`_one_pair`).
+    """
+    several: list[exp.Expr] = []
     for a in aliases:
-        conditions.append(f"MIN({a}) <> MAX({a})")
-        conditions.append(f"(COUNT({a}) > 0 AND COUNT({a}) < COUNT(*))")
-    over = exp.select(UNIT).from_(rows.subquery("__all")).group_by(UNIT)
-    return over.having(exp.or_(*conditions))
+        several.append(exp.condition(f"MIN({a}) <> MAX({a})"))
+        several.append(exp.condition(f"(COUNT({a}) > 0 AND COUNT({a}) < COUNT(*))"))
+    flag = exp.or_(*several)
+    over = exp.select(UNIT, exp.alias_(flag, SEVERAL)).from_(rows.subquery("__all"))
+    over = over.group_by(UNIT)
+    return over.having(exp.or_(exp.condition(f"COUNT(*) > {limit}"), flag.copy()))
 
 
 # -- bounding ---------------------------------------------------------------------------------
@@ -555,22 +568,23 @@ def _least(a: exp.Expr, b: exp.Expr) -> exp.Expr:
 def _one_pair(columns: Sequence[str], grouped: Sequence[str]) -> list[tuple[str, exp.Select]]:
     """Return the steps to ``__kept`` for one group per unit: each unit's pair of least key hash.
 
-    A unit's pairs are aggregated per unit (no join): a unit with one pair is that pair (each
-    ``MIN`` is of one value, NULL included); the pairs of a unit with several are ranked as in
-    :func:`_kept_pairs` (a window over those units' pairs only).
+    :data:`OVER` flags (:data:`SEVERAL`) the units whose rows have several keys; every other
+    unit has a single key among all the table's rows, hence at most one pair after any filter,
+    which is kept as it is (no aggregation per unit). The pairs of the flagged units are
+    ranked as in :func:`_kept_pairs` (a window over those units' pairs only). A unit within
+    its bounds (every unit, when :func:`all_pairs` scales all of them) is not flagged either:
+    it has at most one group.
     """
-    mins = [exp.alias_(exp.func("MIN", _ref(n)), n) for n in columns if n != UNIT]
-    units = exp.select(UNIT, "COUNT(*) AS __p", *mins).from_("__pairs").group_by(UNIT)
-    several = exp.select(UNIT).from_("__units").where("__p > 1")
+    several = exp.select(UNIT).from_(OVER).where(_ref(SEVERAL))
     on = exp.EQ(this=exp.column(UNIT, "__pairs"), expression=exp.column(UNIT, "__several"))
     joined = exp.select(*[exp.column(n, "__pairs") for n in columns]).from_("__pairs")
     order = _ordered(_key_hash(grouped), *map(_ref, grouped))
     rank = exp.Window(this=exp.RowNumber(), partition_by=[_ref(UNIT)], order=order)
     ranked = _window_filter(columns, "__split", rank, 1)
-    one = exp.select(*columns).from_("__units").where("__p = 1")
-    kept = exp.union(one, exp.select(*columns).from_("__ranked"), distinct=False)
+    single = exp.select(*columns).from_("__pairs")
+    single = single.join("__several", using=[UNIT], join_type="ANTI")
+    kept = exp.union(single, exp.select(*columns).from_("__ranked"), distinct=False)
     return [
-        ("__units", units),
         ("__several", several),
         ("__split", joined.join("__several", on=on)),
         ("__ranked", ranked),
@@ -948,11 +962,17 @@ def _with_steps(select: exp.Select, steps: Sequence[tuple[str, exp.Select]]) -> 
 
 
 def with_over(statement: exp.Query, units: exp.Table) -> exp.Query:
-    """Return ``statement`` reading the units beyond their bounds from ``units`` (a cache)."""
+    """Return ``statement`` reading the units beyond their bounds from ``units`` (a cache).
+
+    ``units`` holds the rows of the statement's own :data:`OVER` step (the session
+    materializes :attr:`Statements.over`), so its columns are read by the same names.
+    """
 
     def replace(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.CTE) and node.alias == OVER:
-            return exp.CTE(this=exp.select(UNIT).from_(units.copy()), alias=exp.to_identifier(OVER))
+            names = node.this.named_selects if isinstance(node.this, exp.Query) else [UNIT]
+            cached = exp.select(*names).from_(units.copy())
+            return exp.CTE(this=cached, alias=exp.to_identifier(OVER))
         return node
 
     out = statement.transform(replace)
@@ -971,11 +991,18 @@ def _steps(statement: exp.Query) -> set[str]:
     return {cte.alias for cte in statement.find_all(exp.CTE)}
 
 
+def _is_weight(node: exp.Expr) -> bool:
+    return isinstance(node, exp.Column) and node.name == "__w" and not node.table
+
+
 def without_heavy(statement: exp.Query) -> exp.Query:
     """Return ``statement`` for a table where no unit is beyond its bounds: rows as they are.
 
     Only for a table whose units beyond their bounds are known to be none (an empty cached
-    :data:`OVER`); the result is then the same, without the bounding steps.
+    :data:`OVER`); the result is then the same, without the bounding steps. A scaled
+    statement's rows then all weigh ``__w = 1``, so its ``SUM(__w)`` is written ``COUNT(*)``
+    (the same count for every group; a query without groups over no rows gets 0 instead of
+    NULL, which the measurements read as 0), which DuckDB computes faster.
     """
     light = "__own" if "__own" in _steps(statement) else "__rows"
 
@@ -985,6 +1012,8 @@ def without_heavy(statement: exp.Query) -> exp.Query:
         if isinstance(node, exp.CTE) and node.alias == "__bounded":
             rows = exp.select("*").from_(light)
             return exp.CTE(this=rows, alias=exp.to_identifier("__bounded"))
+        if isinstance(node, exp.Sum) and _is_weight(node.this):
+            return exp.Count(this=exp.Star())
         return node
 
     out = statement.transform(replace)
@@ -993,21 +1022,25 @@ def without_heavy(statement: exp.Query) -> exp.Query:
 
 
 def all_pairs(statement: exp.Query) -> exp.Query:
-    """Return a scaled ``statement`` that scales every unit's pairs, reading no :data:`OVER`.
+    """Return a scaled ``statement`` that scales every unit's pairs, without splitting the rows.
 
     Scaling a unit within its bounds gives its exact rows' aggregates (``m = n`` and
     ``(s n) DIV n = s``), so the result is the same as the statement's; when many units are
     beyond their bounds, one aggregation of all the rows per (unit, group) pair costs less than
-    splitting the rows by a join with those units. A statement that does not scale (it has
-    quantiles or histogram bins) is returned as it is.
+    splitting the rows by a join with those units. With one group per unit, :data:`OVER` is
+    still read for its units of several keys (:func:`_one_pair`; a unit within its bounds has
+    one); otherwise not at all. A statement that does not scale (it has quantiles or histogram
+    bins) is returned as it is.
     """
-    if "__own" not in _steps(statement):
+    steps = _steps(statement)
+    if "__own" not in steps:
         return statement
+    dropped = {"__heavy", "__own"} | (set() if "__several" in steps else {OVER})
 
     def replace(node: exp.Expr) -> exp.Expr | None:
         if not isinstance(node, exp.CTE):
             return node
-        if node.alias in {OVER, "__heavy", "__own"}:
+        if node.alias in dropped:
             return None
         if node.alias == "__pairs":
             pairs = node.this.from_("__rows")
