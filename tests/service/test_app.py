@@ -340,11 +340,13 @@ def _most_at_once(server: LiveServer, requests: int) -> int:
     with ThreadPoolExecutor(requests) as pool:
         codes = list(
             pool.map(
-                lambda _: httpx.get(
-                    server.url + "/api/v1/me",
-                    headers={"Authorization": f"Bearer {key}"},
-                    timeout=60,
-                ).status_code,
+                lambda _: (
+                    httpx.get(
+                        server.url + "/api/v1/me",
+                        headers={"Authorization": f"Bearer {key}"},
+                        timeout=60,
+                    ).status_code
+                ),
                 range(requests),
             )
         )
