@@ -92,10 +92,6 @@ class _Gate:
         self.curator = curator
         self.limiter = limiter
 
-    async def identify(self, request: Request, *, cookie: bool = False) -> Identity:
-        """Return who sent ``request`` (its bearer key, or with ``cookie`` the login cookie)."""
-        return await self.run_as(request, _itself, cookie=cookie)
-
     async def run_as(
         self, request: Request, work: Callable[[Identity], T], *, cookie: bool = False
     ) -> T:
