@@ -128,8 +128,7 @@ def fetch(plan: Plan, read: Read, *, groups: bool = True) -> Exact:
         columns = {name: _integer_column(v) for name, v in table.items() if name not in aliases}
     buckets: dict[tuple[tuple[Any, ...], str], NDArray[np.int64]] = {}
     if plan.statements.quantiles is not None:
-        statement = plan.statements.quantiles
-        qt = read(_all_buckets(statement) if _joint_groups(plan) else statement)
+        qt = read(plan.statements.quantiles)
         size = len(qt["__n"])
         names = (
             ["__bucket", "__n", "__below", "__total"] if "__below" in qt else ["__bucket", "__n"]
@@ -144,37 +143,6 @@ def fetch(plan: Plan, read: Read, *, groups: bool = True) -> Exact:
             members = order[ends[code - 1] if code else 0 : ends[code]]
             buckets[key] = _bucket_rows(np.stack([column[members] for column in data]))
     return Exact(keys=keys, columns=columns, buckets=buckets)
-
-
-def _all_buckets(statement: exp.Query) -> exp.Query:
-    """Return ``statement`` with every non-empty bucket, none left out near the levels.
-
-    Without GROUP BY the quantile statement keeps only the buckets near each level (a run's
-    clamped single-quantile utility needs no more); a joint draw needs the rank of every run,
-    so each part filtered that way (it reads its buckets from the subquery ``__g``) is
-    replaced by that subquery's select. The others are already whole.
-    """
-    tree = statement.copy()
-    for node in list(tree.find_all(exp.Subquery)):
-        if node.alias != "__g":
-            continue
-        filtered = node.parent_select
-        while filtered is not None and not _reads(filtered, "__d"):
-            filtered = filtered.parent_select
-        if filtered is None:
-            raise InternalError("The quantile statement's filtered part has an unknown shape.")
-        filtered.replace(node.this.copy())
-    return tree
-
-
-def _reads(select: exp.Select, alias: str) -> bool:
-    """Whether ``select`` reads FROM a subquery named ``alias``."""
-    source = select.args.get("from_")
-    return (
-        isinstance(source, exp.From)
-        and isinstance(source.this, exp.Subquery)
-        and source.this.alias == alias
-    )
 
 
 def _public_quantiles_only(plan: Plan) -> bool:
@@ -374,7 +342,8 @@ def _joint(
     :func:`~dpcurator.mechanisms._joint_quantiles.joint_quantile_mechanism` at
     ``epsilon_J / g`` (``g`` groups per unit, as for one quantile) with the joint utility's
     sensitivity (:func:`~dpcurator.curator._measures.joint_quantiles`), over the runs of
-    points between the group's non-empty buckets (all of them: see :func:`fetch`).
+    points between the group's non-empty buckets (all of them: the statement keeps every
+    bucket of a joint column, see :func:`~dpcurator.curator._statements.build_statements`).
     """
     measures = sorted(
         (m.measure for m, _ in rows if isinstance(m.measure, QuantileCounts)),

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import TYPE_CHECKING, assert_never
 
+from dpcurator._validation import floor_float
 from dpcurator.noise._fixed_point import EncodingKind
 
 if TYPE_CHECKING:
@@ -197,8 +198,8 @@ def joint_quantiles(
         measures = [planned[i][0].measure for i in rows]
         levels = sorted(q.level for q in measures if isinstance(q, QuantileCounts))
         squares = sum((s * s for s in shares), Fraction(0))
-        total = _root_down(squares) if zcdp else _float_down(sum(shares, Fraction(0)))
-        each = _float_down(Fraction(total) / len(rows))
+        total = _root_down(squares) if zcdp else floor_float(sum(shares, Fraction(0)))
+        each = floor_float(Fraction(total) / len(rows))
         sensitivity = joint_quantile_sensitivity(levels, rows=per_group)
         why = (
             f"released jointly with the other quantiles of {column} "
@@ -222,11 +223,6 @@ def joint_epsilon(events: Sequence[PrivacyEvent]) -> float:
         if isinstance(event, PureDPEvent):
             return float(event.epsilon)
     raise InternalError("A joint group of quantiles has no PureDPEvent.")
-
-
-def _float_down(x: Fraction) -> float:
-    out = float(x)
-    return out if Fraction(out) <= x else math.nextafter(out, 0.0)
 
 
 def _root_down(square: Fraction) -> float:

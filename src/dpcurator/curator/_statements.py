@@ -69,6 +69,7 @@ from sqlglot import exp
 
 from dpcurator.curator._engine import SOURCE
 from dpcurator.curator._measures import (
+    JOINT,
     ColumnCount,
     Measure,
     QuantileCounts,
@@ -926,7 +927,8 @@ def build_statements(
     quantiles = None
     if quantile_columns:
         parts = [_quantile_part(aliases, v) for v in values if v.column in quantile_columns]
-        if not aliases:
+        # a joint draw needs the rank of every bucket (and the parts share one shape)
+        if not aliases and not any(m.mechanism == JOINT for m in measurements):
             parts = [
                 _near_quantiles(part, _quantile_levels(v, measurements, contribution))
                 for part, v in zip(
