@@ -29,6 +29,8 @@ Usage::
     .venv/bin/python benchmarks/bench_synth.py --epsilons 3 --methods aim --seeds 3000,1,2
 
 ``--seeds``: the sessions' seeds, one run of everything per seed (default: ``1000 epsilon``).
+Each row records the wall ``seconds`` and the ``cpu_seconds`` (user + system) of the run: this
+process's for dpcurator, the whole subprocess's (start-up included) for a peer or a baseline.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import argparse
 import itertools
 import json
 import math
+import resource
 import subprocess
 import sys
 import tempfile
@@ -122,16 +125,29 @@ def errors(true: np.ndarray, synth: np.ndarray, sizes: list[int], target: int) -
     return {"l1_3way": float(np.mean(three)), "l1_target": float(np.mean(two))}
 
 
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of the finished child processes so far."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+LAST_CPU: list[float] = [math.nan]
+"""CPU seconds of the last peer or baseline subprocess (its whole run, start-up included)."""
+
+
 def peer(venv: str, args: list[str], timeout: float) -> tuple[float | None, str]:
     python = PEERS / venv / "bin" / "python"
+    LAST_CPU[0] = math.nan
     if not python.exists():
         return None, f"not installed ({python})"
+    before = _children_cpu()
     try:
         done = subprocess.run(
             [str(python), *args], capture_output=True, text=True, timeout=timeout, check=False
         )
     except subprocess.TimeoutExpired:
         return None, f"timeout after {timeout:.0f} s"
+    LAST_CPU[0] = _children_cpu() - before
     if done.returncode != 0:
         lines = done.stderr.strip().splitlines() or [f"exit status {done.returncode}"]
         return None, "failed: " + lines[-1][:200]
@@ -188,6 +204,8 @@ def baseline(
                 (package / Path(path).name).write_text(text)
         (work / "baseline" / "runner.py").write_text(_BASELINE_RUNNER)
     out = work / f"baseline-{method}-{eps}-{seed}.npy"
+    LAST_CPU[0] = math.nan
+    before = _children_cpu()
     try:
         done = subprocess.run(
             [sys.executable, str(work / "baseline" / "runner.py"), str(work / "baseline"),
@@ -196,6 +214,7 @@ def baseline(
         )  # fmt: skip
     except subprocess.TimeoutExpired:
         return None, None, f"timeout after {timeout:.0f} s"
+    LAST_CPU[0] = _children_cpu() - before
     if done.returncode != 0:
         lines = done.stderr.strip().splitlines() or [f"exit status {done.returncode}"]
         return None, None, "failed: " + lines[-1][:200]
@@ -230,7 +249,13 @@ def run(
     seed = 0
 
     def record(
-        method: str, eps: float, synth: np.ndarray | None, seconds: float | None, note: str = ""
+        method: str,
+        eps: float,
+        synth: np.ndarray | None,
+        seconds: float | None,
+        note: str = "",
+        *,
+        cpu: float | None = None,
     ) -> None:
         row: dict[str, Any] = {
             "dataset": dataset,
@@ -238,6 +263,7 @@ def run(
             "seed": seed,
             "method": method,
             "seconds": seconds,
+            "cpu_seconds": cpu,
             "note": note,
         }
         if synth is not None:
@@ -251,7 +277,9 @@ def run(
                 old, seconds_old, note = baseline(
                     revision, work, dataset, method, eps=eps, seed=seed, timeout=timeout
                 )
-                record(f"dpcurator {method} ({revision})", eps, old, seconds_old, note)
+                record(
+                    f"dpcurator {method} ({revision})", eps, old, seconds_old, note, cpu=LAST_CPU[0]
+                )
             with Session(
                 table,
                 Budget(1e6, 1e-3),
@@ -259,7 +287,7 @@ def run(
                 ledger=":memory:",
                 source=InsecureSeededSource(seed),
             ) as session:
-                start = time.perf_counter()
+                start, start_cpu = time.perf_counter(), time.process_time()
                 released = synthesize(
                     session,
                     epsilon=eps,
@@ -268,9 +296,11 @@ def run(
                     time_limit=time_limit,
                 )
                 seconds = time.perf_counter() - start
+                cpu = time.process_time() - start_cpu
             synth = encode(released.table, table, names)
             stopped = ", stopped by the time limit" if released.stopped_by_time_limit else ""
-            record(f"dpcurator {method}", eps, synth, seconds, f"{released.rounds} rounds{stopped}")
+            note = f"{released.rounds} rounds{stopped}"
+            record(f"dpcurator {method}", eps, synth, seconds, note, cpu=cpu)
             if method == "independent" or "mbi" not in peers:
                 continue
             # The inference alone on the same noisy marginals: dpcurator's, then mbi's.
@@ -280,10 +310,16 @@ def run(
                 Marginal(c, m.noisy, m.sigma)
                 for c, m in zip(cliques, released.measurements, strict=True)
             ]
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             model = fit_model(sizes, marginals, iterations=1000)
             ours = model.sample(len(released.table), InsecureSeededSource(5))
-            record(f"dpcurator inference ({method} input)", eps, ours, time.perf_counter() - start)
+            record(
+                f"dpcurator inference ({method} input)",
+                eps,
+                ours,
+                time.perf_counter() - start,
+                cpu=time.process_time() - start_cpu,
+            )
             stored = work / f"{method}-{eps}-{seed}.npz"
             holder = np.empty(len(cliques), dtype=object)
             holder[:] = cliques
@@ -309,6 +345,7 @@ def run(
                 np.load(out) if seconds_mbi is not None else None,
                 seconds_mbi,
                 note,
+                cpu=LAST_CPU[0],
             )
         if "smartnoise" in peers:
             for method in [m for m in methods if m != "independent" and m not in skip]:
@@ -332,6 +369,7 @@ def run(
                     np.load(out) if seconds is not None else None,
                     seconds,
                     note,
+                    cpu=LAST_CPU[0],
                 )
     return results
 

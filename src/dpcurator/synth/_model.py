@@ -24,6 +24,13 @@ clique's marginal by a child's message instead of recomputing the other children
 A fit may start from an earlier model's potentials (``warm_start``, as AIM does each round)
 and stop once the loss has stopped falling (``tolerance``).
 
+Where a fit stops matters: the loss keeps falling as the model fits the noise, and the error
+against the true marginals rises again past some point, so the error is set by the path and the
+stop. ``discrepancy`` runs accelerated steps (FISTA with restarts) down to the loss's expected
+value at the true marginals (Morozov's discrepancy principle: half the measured cells), which
+every path reaches with the error still falling, and lets plain steps and ``tolerance`` end the
+fit from there (AIM's final fit, from uniform potentials; see BENCHMARKS.md for its errors).
+
 Synthetic rows are drawn from the fitted model along the junction tree, one attribute at a time
 (those with fewer values first within a clique), each conditionally on the clique's attributes
 already drawn, with stratified sampling (each conditional count is the expected one rounded up
@@ -48,6 +55,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -358,6 +366,9 @@ class Model:
         Mirror-descent iterations run.
     potentials : list of ndarray
         The natural parameters (log-potentials) of each clique, for a warm start.
+    accelerated : int
+        Of the iterations, those of the accelerated phase (see ``discrepancy`` in
+        :func:`fit_model`).
     """
 
     tree: JunctionTree
@@ -366,6 +377,7 @@ class Model:
     loss: float = math.nan
     iterations: int = 0
     potentials: list[FloatArray] = field(default_factory=list)
+    accelerated: int = 0
     _kept: dict[Clique, FloatArray] = field(default_factory=dict, init=False, repr=False)
 
     @property
@@ -804,6 +816,8 @@ def fit_model(
     iterations: int = 1000,
     extra_cliques: Sequence[Clique] = (),
     warm_start: Model | None = None,
+    start: Literal["factorisation", "uniform"] = "factorisation",
+    discrepancy: float | None = None,
     tolerance: float = 0.0,
     deadline: float | None = None,
     callback: Callable[[int, float], None] | None = None,
@@ -817,14 +831,24 @@ def fit_model(
     measurements : sequence of Marginal
         The noisy marginals (at least one).
     iterations : int, default 1000
-        Most mirror-descent steps.
+        Most mirror-descent steps (of both phases, see ``discrepancy``).
     extra_cliques : sequence of tuple of int
         Further cliques the model must hold (none measured).
     warm_start : Model, optional
         A model whose potentials start the descent (cliques contained in the new tree's).
+    start : {"factorisation", "uniform"}, default "factorisation"
+        Without ``warm_start``: start from the junction-tree factorisation of the noisy
+        marginals, or from the uniform distribution (zero potentials, as ``mbi``).
+    discrepancy : float, optional
+        If given (``tau > 0``), the descent begins with accelerated steps (Nesterov's
+        extrapolation, FISTA, with a restart whenever the loss rises) until the loss is at most
+        ``tau`` times its expected value at the true marginals, ``E L(mu*) = m / 2`` for ``m``
+        measured cells (Morozov's discrepancy level: no fit needs to match the noisy
+        marginals better than the truth does, so the fast phase, which overshoots, stops
+        there); plain mirror descent continues from that point.
     tolerance : float, default 0
-        Stop once the last ``_WINDOW`` (50) steps lowered the loss by less than this fraction
-        of it (0: run all the iterations).
+        Stop once the last ``_WINDOW`` (50) plain steps lowered the loss by less than this
+        fraction of it (0: run all the iterations).
     deadline : float, optional
         A ``time.monotonic()`` value after which the descent stops.
     callback : callable, optional
@@ -847,6 +871,10 @@ def fit_model(
         raise InvalidParameterError("measurements", [], "must hold at least one noisy marginal")
     if not 0.0 <= tolerance < 1.0:
         raise InvalidParameterError("tolerance", tolerance, "must be in [0, 1)")
+    if start not in ("factorisation", "uniform"):
+        raise InvalidParameterError("start", start, "must be 'factorisation' or 'uniform'")
+    if discrepancy is not None and not (math.isfinite(discrepancy) and discrepancy > 0.0):
+        raise InvalidParameterError("discrepancy", discrepancy, "must be a positive number")
     total = _total(measurements)
     measurements = _merged(measurements)
     tree = JunctionTree(sizes, [m.clique for m in measurements] + list(extra_cliques))
@@ -854,11 +882,10 @@ def fit_model(
     assert all(i is not None for i in at)
     homes = [int(i) for i in at if i is not None]
     shapes = [tuple(tree.sizes[a] for a in c) for c in tree.cliques]
-    theta = (
-        _initial(tree, measurements, homes, total)
-        if warm_start is None
-        else [np.zeros(s) for s in shapes]
-    )
+    if warm_start is None and start == "factorisation":
+        theta = _initial(tree, measurements, homes, total)
+    else:
+        theta = [np.zeros(s) for s in shapes]
     if warm_start is not None:
         for old_attrs, old in zip(warm_start.tree.cliques, warm_start.potentials, strict=True):
             home = tree.containing(old_attrs)
@@ -868,29 +895,47 @@ def fit_model(
                 )
 
     objective = _Objective(tree, measurements, homes, total)
-
     mu = tree.calibrate(theta)
     current = objective(mu)
-    gradient = objective.gradient(current)
     step = 1.0 / (total * max(1.0 / m.sigma**2 for m in measurements))
-    done = 0
-    history = [current.loss]
-    for step_number in range(1, iterations + 1):
-        if deadline is not None and time.monotonic() > deadline:
-            break
-        step *= _GROW
-        accepted = False
+
+    def descend(
+        theta: list[FloatArray], at: _Evaluation, gradient: list[FloatArray], step: float
+    ) -> tuple[list[FloatArray], list[FloatArray], _Evaluation, float] | None:
+        """One step from ``theta`` with Armijo backtracking (None: no step lowers the loss)."""
         for _ in range(_BACKTRACKS):
             trial = [t - step * g for t, g in zip(theta, gradient, strict=True)]
             trial_mu = tree.calibrate(trial)
             evaluated = objective(trial_mu)
-            if current.loss - evaluated.loss >= 0.5 * objective.predicted(current, evaluated):
-                accepted = True
-                break
+            if at.loss - evaluated.loss >= 0.5 * objective.predicted(at, evaluated):
+                return trial, trial_mu, evaluated, step
             step *= _SHRINK
-        if not accepted:  # no step decreases the loss beyond rounding: converged
+        return None
+
+    done = accelerated = 0
+    converged = False
+    if discrepancy is not None:
+        level = discrepancy * 0.5 * sum(m.values.size for m in measurements)
+        theta, mu, current, step, done, converged = _accelerate(
+            tree,
+            objective,
+            descend,
+            start=(theta, mu, current, step),
+            level=level,
+            iterations=iterations,
+            deadline=deadline,
+            callback=callback,
+        )
+        accelerated = done
+    gradient = objective.gradient(current)
+    history = [current.loss]
+    for step_number in range(done + 1, iterations + 1):
+        if converged or (deadline is not None and time.monotonic() > deadline):
             break
-        theta, mu, current = trial, trial_mu, evaluated
+        found = descend(theta, current, gradient, step * _GROW)
+        if found is None:  # no step decreases the loss beyond rounding: converged
+            break
+        theta, mu, current, step = found
         gradient = objective.gradient(current)
         done = step_number
         if callback is not None:
@@ -902,7 +947,65 @@ def fit_model(
             and history[-_WINDOW - 1] - current.loss < tolerance * current.loss
         ):
             break
-    return Model(tree, mu, total, current.loss, done, theta)
+    return Model(tree, mu, total, current.loss, done, theta, accelerated)
+
+
+_Descend = Callable[
+    [list[FloatArray], "_Evaluation", list[FloatArray], float],
+    "tuple[list[FloatArray], list[FloatArray], _Evaluation, float] | None",
+]
+
+
+def _accelerate(
+    tree: JunctionTree,
+    objective: _Objective,
+    descend: _Descend,
+    *,
+    start: tuple[list[FloatArray], list[FloatArray], _Evaluation, float],
+    level: float,
+    iterations: int,
+    deadline: float | None,
+    callback: Callable[[int, float], None] | None,
+) -> tuple[list[FloatArray], list[FloatArray], _Evaluation, float, int, bool]:
+    """Accelerated mirror descent (FISTA, adaptive restart) until the loss is at most ``level``.
+
+    Each step is a backtracking step from the extrapolated point ``y = theta_k + beta_k
+    (theta_k - theta_{k-1})``, ``beta_k = (t_k - 1) / t_{k+1}`` (Beck and Teboulle 2009); when
+    it raises the loss above ``theta_k``'s, the momentum is dropped and the step is retaken
+    from ``theta_k`` (O'Donoghue and Candès 2015). ``start``: the potentials, their marginals,
+    their evaluation and the step size. Returns the last point (the same four), the steps taken
+    and whether no step lowered the loss.
+    """
+    theta, mu, current, step = start
+    momentum = 1.0
+    point, point_eval = theta, current
+    done = 0
+    while done < iterations and current.loss > level:
+        if deadline is not None and time.monotonic() > deadline:
+            break
+        found = descend(point, point_eval, objective.gradient(point_eval), step * _GROW)
+        if found is None:
+            if point is theta:
+                return theta, mu, current, step, done, True
+            momentum, point, point_eval = 1.0, theta, current  # restart
+            continue
+        trial, trial_mu, evaluated, step = found
+        if evaluated.loss > current.loss and point is not theta:
+            momentum, point, point_eval = 1.0, theta, current  # restart
+            continue
+        following = (1.0 + math.sqrt(1.0 + 4.0 * momentum * momentum)) / 2.0
+        beta = (momentum - 1.0) / following
+        previous = theta
+        theta, mu, current, momentum = trial, trial_mu, evaluated, following
+        done += 1
+        if callback is not None:
+            callback(done, current.loss)
+        if beta > 0.0:
+            point = [t + beta * (t - p) for t, p in zip(theta, previous, strict=True)]
+            point_eval = objective(tree.calibrate(point))
+        else:
+            point, point_eval = theta, current
+    return theta, mu, current, step, done, False
 
 
 def empty_model(sizes: Sequence[int], total: float) -> Model:
