@@ -77,7 +77,9 @@ after one that took over ``--max-seconds`` (default 60 s).
    (see :func:`statement_timings`). With ``--compare SRC``: the statements a session runs
    (units beyond their bounds, first and later query) as rendered by another checkout's ``src``
    and by this one, alternated in this process, their aggregates checked equal (see
-   :func:`compare_statements`).
+   :func:`compare_statements`). With ``--memory``: the peak memory of those statements, of
+   the floor and of ``import dpcurator.curator``, one fresh process each (see
+   :func:`statement_memory`).
 
 Writes ``benchmarks/results/engines.json`` (``--out``) and prints markdown tables for
 BENCHMARKS.md with the command, the machine and the versions.
@@ -1167,6 +1169,63 @@ def _print_compared(label: str, spent: dict[str, list[tuple[float, float]]]) -> 
         print(f"  {name:28s} {c:7.3f} ({w:6.3f})  {c / floor:5.2f}x the floor's CPU")
 
 
+MEMORY_CHILD = HERE / "engines" / "statement_child.py"
+
+
+def statement_memory(args: argparse.Namespace) -> None:
+    """Peak memory of a session's statements and of its imports, one fresh process each.
+
+    For the 1-5 rows per unit shape at each of ``--sizes`` rows, ``--repeats`` times: the
+    floor (DuckDB's default settings), then for this checkout (and ``--compare``'s, the two
+    taking turns going first) ``import dpcurator.curator`` alone, the units beyond their
+    bounds materialized as a session does (``CREATE TEMP TABLE``) alone, and followed by the
+    first query's statement, under the settings that checkout's engine gives its connection.
+    Each runs in its own child through ``launch.py``: its peak is the child's ``ru_maxrss``.
+    Medians, and each against the floor's. A session's peak is about its statements' plus its
+    imports' beyond DuckDB's own (the floor's process imports DuckDB only).
+    """
+    checkouts = {"after": str(REPO / "src")}
+    if args.compare:
+        checkouts = {"before": str(Path(args.compare).resolve()), **checkouts}
+    print(f"peak memory, MiB (ru_maxrss of one fresh process each), medians of {args.repeats}")
+    for label, src in checkouts.items():
+        print(f"{label}: {src}")
+    for rows in args.sizes:
+        path = engines_data.ensure(engines_data.BASE, rows, DATA_DIR)
+        floor = (
+            f"SELECT COUNT(*), SUM(n) FROM (SELECT unit_id, COUNT(*) AS n FROM "
+            f"read_parquet('{path}') GROUP BY unit_id)"
+        )
+        tasks: dict[str, dict[str, Any]] = {"floor": {"statements": [floor]}}
+        for label, src in checkouts.items():
+            rendered = _checkout_tasks(label, src, engines_data.BASE, path)
+            settings, over = rendered[f"over {label}"]
+            first = rendered[f"first {label}"][1]
+            tasks[f"imports {label}"] = {"imports": ["dpcurator.curator"], "src": src}
+            tasks[f"over {label}"] = {"settings": settings, "statements": [over]}
+            tasks[f"over + first {label}"] = {"settings": settings, "statements": [over, first]}
+        peaks: dict[str, list[float]] = {name: [] for name in tasks}
+        names = list(tasks)
+        for repeat in range(args.repeats):
+            order = names if repeat % 2 == 0 else [names[0], *names[4:], *names[1:4]]
+            for name in order:
+                task_path = LOG_DIR / "memory_task.json"
+                task_path.parent.mkdir(parents=True, exist_ok=True)
+                task_path.write_text(json.dumps(tasks[name]))
+                cmd = [sys.executable, str(MEMORY_CHILD), str(task_path)]
+                log = LOG_DIR / f"memory_{rows}_{name.replace(' ', '_').replace('+', 'and')}.log"
+                run = run_child(cmd, timeout=args.timeout, log=log)
+                if "error" in run or "peak_rss_mib" not in run:
+                    raise SystemExit(f"{name}: {run.get('error', 'no peak memory')}")
+                peaks[name].append(run["peak_rss_mib"])
+        floor_peak = statistics.median(peaks["floor"])
+        print(f"\n{engines_data.BASE.label(rows)}, {rows:,} rows:")
+        for name, xs in peaks.items():
+            peak = statistics.median(xs)
+            runs = ", ".join(f"{x:,.0f}" for x in xs)
+            print(f"  {name:22s} {peak:8,.0f}  {peak / floor_peak:5.2f}x the floor's  ({runs})")
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=list(DEFAULT_SIZES))
@@ -1218,6 +1277,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="with --statements: time the statements a session runs as rendered by another "
         "checkout's src (e.g. of `git worktree add /tmp/base HEAD`) and by this one, alternated",
     )
+    parser.add_argument(
+        "--memory",
+        action="store_true",
+        help="with --statements: peak memory of a session's statements and imports at --sizes "
+        "rows, one fresh process each (with --compare SRC: that checkout's too)",
+    )
     parser.add_argument("--render-statements", nargs=4, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.render_statements is not None:
@@ -1236,6 +1301,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args.later = args.later or (3 if args.quick else 5)
     args.shape_rows = args.shape_rows or (1_000_000 if args.quick else 10_000_000)
     args.sizes = sorted(set(args.sizes))
+    if args.statements and args.memory:
+        statement_memory(args)
+        return {}
     if args.statements and args.compare:
         compare_statements(args)
         return {}

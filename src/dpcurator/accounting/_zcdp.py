@@ -39,8 +39,6 @@ import math
 from fractions import Fraction
 from typing import ClassVar
 
-from scipy import optimize
-
 from dpcurator._validation import ceil_float, check_delta, check_epsilon, check_positive, next_up
 from dpcurator.accounting._accountant import Accountant
 from dpcurator.accounting._composition import exact_pure_epsilon
@@ -109,6 +107,10 @@ def _optimal_order(rho: float, epsilon: float) -> tuple[float, float]:
     lo = min(-1.0, epsilon - rho - 1.0)
     while slope(lo) >= 0:
         lo -= 2.0 * abs(lo)
+    # SciPy's optimize is imported here, not with the module: it is large (about 23 MiB of
+    # memory) and only the conversions to (epsilon, delta) need it, not a session's queries.
+    from scipy import optimize  # noqa: PLC0415
+
     u = float(optimize.brentq(slope, lo, hi, xtol=1e-14, rtol=8 * 2.0**-52))
     return 1.0 + math.exp(u), _log_delta_at(rho, epsilon, u)
 
