@@ -15,12 +15,14 @@ reads the noisy marginals only: it is post-processing and costs no privacy.
 
 Where the time goes, and what keeps it short: each step evaluates the loss a few times, each
 evaluation is one belief propagation and one projection of the clique marginals onto the
-measured cliques. Sums of a large table down to a few of its axes, and broadcasts back, go
-through a precomputed index (``bincount`` and a gather: one pass over the cells, where
-numpy's reductions over interleaved axes are several times slower); the measurements of one
-clique are projected through a tree of intermediate tables (several measured cliques lacking
-one attribute are summed from one table with it summed out); belief propagation divides a
-clique's marginal by a child's message instead of recomputing the other children's product.
+measured cliques. Sums of a large table down to a few of its axes go block by block of adjacent
+summed axes (``einsum`` over the middle axis of a 3-d view: one pass in contiguous rows), and
+sums of small tables and most broadcasts back through a precomputed index (``bincount`` and a
+gather: numpy's reductions over interleaved axes are several times slower); the
+measurements of one clique are projected through a tree of intermediate tables (several
+measured cliques lacking one attribute are summed from one table with it summed out); belief
+propagation divides a clique's marginal by a child's message instead of recomputing the other
+children's product.
 A fit may start from an earlier model's potentials (``warm_start``, as AIM does each round)
 and stop once the loss has stopped falling (``tolerance``).
 
@@ -106,9 +108,21 @@ def _shape(attrs: Clique, target: Clique, sizes: Sequence[int]) -> tuple[int, ..
 
 
 def _project(values: FloatArray, attrs: Clique, keep: Clique) -> FloatArray:
-    """Sum a (probability) table over ``attrs`` down to ``keep`` (a sorted subset)."""
+    """Sum a (probability) table over ``attrs`` down to ``keep`` (a sorted subset).
+
+    Tables of at least ``_BLOCK_CELLS`` cells are summed block by block (see ``_Map``): a
+    3-way marginal of a 1.8-million-cell table in a few milliseconds instead of about 100.
+    """
     axes = tuple(i for i, a in enumerate(attrs) if a not in keep)
-    return np.asarray(values.sum(axis=axes), dtype=np.float64) if axes else values
+    if not axes:
+        return values
+    if not keep or values.size < _BLOCK_CELLS:
+        return np.asarray(values.sum(axis=axes), dtype=np.float64)
+    kept = tuple(i for i, a in enumerate(attrs) if a in keep)
+    table = values
+    for before, block, after in _blocks(tuple(range(len(attrs))), kept, values.shape):
+        table = np.einsum("ijk->ik", table.reshape(before, block, after))
+    return np.asarray(table, dtype=np.float64).reshape(tuple(values.shape[i] for i in kept))
 
 
 _INDEXED_CELLS = 1 << 22
@@ -122,10 +136,16 @@ _UNDERFLOW = 1e-280
 class _Map:
     """Sum a table over ``attrs`` down to ``keep`` (a sorted subset), and broadcast back.
 
-    Both go through a precomputed index (each cell's cell in the smaller table), by
-    ``bincount`` and by gathering: numpy's reductions and broadcasts over several interleaved
-    axes of a C-ordered table are far slower than one pass over the cells. Tables larger than
-    ``_INDEXED_CELLS`` use numpy's (no index is kept).
+    A table of at least ``_BLOCK_CELLS`` cells is summed one block of adjacent dropped axes
+    at a time (:func:`_blocks`), each as the middle axis of a ``(before, block, after)``
+    array, by ``einsum`` (one pass, in contiguous rows). It is broadcast back by a view where
+    it drops one block followed by rows of at least ``_BLOCK_ROW`` cells. Other tables, and
+    other broadcasts, go through a precomputed index (each cell's cell in the smaller table),
+    by ``bincount`` and by gathering: numpy's reductions and broadcasts over several
+    interleaved axes of a C-ordered table, or with short rows, are far slower than one pass
+    over the cells, and ``bincount`` (which forces float64) is slower than ``einsum`` over a
+    block but costs less on small tables. Tables larger than ``_INDEXED_CELLS`` keep no index
+    (numpy's broadcasts).
     """
 
     def __init__(self, attrs: Clique, keep: Clique, sizes: Sequence[int]) -> None:
@@ -134,12 +154,23 @@ class _Map:
         self.keep_shape = tuple(sizes[a] for a in keep)
         self.broadcast = _shape(keep, attrs, sizes)
         self.cells = math.prod(self.keep_shape)
+        cells = math.prod(self.shape)
+        self.blocks: list[tuple[int, int, int]] = []
+        """``(before, block, after)`` of each block summed out in turn (none: by the index)."""
+        if keep != attrs and keep and cells >= _BLOCK_CELLS:
+            self.blocks = _blocks(attrs, keep, sizes)
         self.index: NDArray[np.intp] | None = None
-        if keep != attrs and keep and math.prod(self.shape) <= _INDEXED_CELLS:
+        """Each cell of the table over ``attrs``: its cell over ``keep`` (None: numpy's)."""
+        viewed = len(self.blocks) == 1 and self.blocks[0][2] >= _BLOCK_ROW
+        if keep != attrs and keep and not viewed and cells <= _INDEXED_CELLS:
             self.index = _flat_index(attrs, keep, sizes)
 
     def project(self, table: FloatArray) -> FloatArray:
         """Return ``table`` summed down to ``keep`` (shaped over ``keep``)."""
+        if self.blocks:
+            for before, block, after in self.blocks:
+                table = np.einsum("ijk->ik", table.reshape(before, block, after))
+            return np.asarray(table, dtype=np.float64).reshape(self.keep_shape)
         if self.index is None:
             return _project(table, self.attrs, self.keep)
         flat = np.bincount(self.index, weights=table.reshape(-1), minlength=self.cells)
@@ -160,6 +191,40 @@ class _Map:
         if float(np.min(sums)) < _UNDERFLOW:  # a group far below the maximum: max per group
             return _lse(table, tuple(i for i, a in enumerate(self.attrs) if a not in self.keep))
         return np.asarray(np.log(sums) + top, dtype=np.float64)
+
+
+_BLOCK_CELLS = 4096
+"""Least cells of a table that ``_Map`` sums block by block (smaller ones: by ``bincount``)."""
+
+
+_BLOCK_ROW = 32
+"""Least cells after a single dropped block for ``_Map`` to broadcast back by a view."""
+
+
+def _blocks(attrs: Clique, keep: Clique, sizes: Sequence[int]) -> list[tuple[int, int, int]]:
+    """Return the blocks of adjacent axes of ``attrs`` absent from ``keep``, left to right.
+
+    They are summed out in that order, each as ``(before, block, after)`` cells of the table
+    the blocks before it left: that table, shaped so, is summed over its middle axis.
+
+    >>> _blocks((0, 1, 2, 3, 4), (1, 3), (2, 3, 4, 40, 5))
+    [(1, 2, 2400), (3, 4, 200), (120, 5, 1)]
+    """
+    steps: list[tuple[int, int, int]] = []
+    rest = list(attrs)
+    position = 0
+    while position < len(rest):
+        if rest[position] in keep:
+            position += 1
+            continue
+        end = position
+        while end < len(rest) and rest[end] not in keep:
+            end += 1
+        before = math.prod(sizes[a] for a in rest[:position])
+        after = math.prod(sizes[a] for a in rest[end:])
+        steps.append((before, math.prod(sizes[a] for a in rest[position:end]), after))
+        del rest[position:end]
+    return steps
 
 
 def _flat_index(attrs: Clique, keep: Clique, sizes: Sequence[int]) -> NDArray[np.intp]:
@@ -904,7 +969,7 @@ def fit_model(
     ) -> tuple[list[FloatArray], list[FloatArray], _Evaluation, float] | None:
         """One step from ``theta`` with Armijo backtracking (None: no step lowers the loss)."""
         for _ in range(_BACKTRACKS):
-            trial = [t - step * g for t, g in zip(theta, gradient, strict=True)]
+            trial = [_axpy(-step, g, t) for t, g in zip(theta, gradient, strict=True)]
             trial_mu = tree.calibrate(trial)
             evaluated = objective(trial_mu)
             if at.loss - evaluated.loss >= 0.5 * objective.predicted(at, evaluated):
@@ -948,6 +1013,21 @@ def fit_model(
         ):
             break
     return Model(tree, mu, total, current.loss, done, theta, accelerated)
+
+
+def _axpy(scale: float, x: FloatArray, y: FloatArray) -> FloatArray:
+    """Return ``y + scale * x`` as a new table (one temporary less than the expression)."""
+    out = np.multiply(x, scale)
+    out += y
+    return out
+
+
+def _extrapolated(current: FloatArray, previous: FloatArray, beta: float) -> FloatArray:
+    """Return ``current + beta * (current - previous)`` as a new table (in one temporary)."""
+    out = np.subtract(current, previous)
+    out *= beta
+    out += current
+    return out
 
 
 _Descend = Callable[
@@ -1001,7 +1081,7 @@ def _accelerate(
         if callback is not None:
             callback(done, current.loss)
         if beta > 0.0:
-            point = [t + beta * (t - p) for t, p in zip(theta, previous, strict=True)]
+            point = [_extrapolated(t, p, beta) for t, p in zip(theta, previous, strict=True)]
             point_eval = objective(tree.calibrate(point))
         else:
             point, point_eval = theta, current
