@@ -36,6 +36,8 @@ __all__ = [
     "floor_float",
     "next_down",
     "next_up",
+    "sqrt_down",
+    "sqrt_up",
 ]
 
 _MAX_FLOAT = sys.float_info.max
@@ -101,6 +103,34 @@ def floor_float(value: Fraction | int | float) -> float:
         return _MAX_FLOAT
     while math.isfinite(out) and Fraction(out) > exact:
         out = math.nextafter(out, -math.inf)
+    return out
+
+
+def sqrt_up(value: Fraction | int) -> float:
+    """Return a float ``x`` with ``x * x >= value`` exactly (the square root, rounded up).
+
+    >>> sqrt_up(2) ** 2 >= 2, sqrt_up(Fraction(9, 4))
+    (True, 1.5)
+    """
+    exact = Fraction(value)
+    out = math.sqrt(float(exact))
+    while Fraction(out) ** 2 < exact:
+        out = math.nextafter(out, math.inf)
+    return out
+
+
+def sqrt_down(value: Fraction | int) -> float:
+    """Return the largest float ``x`` with ``x * x <= value`` exactly (the root, rounded down).
+
+    >>> sqrt_down(2) ** 2 <= 2, sqrt_down(Fraction(9, 4))
+    (True, 1.5)
+    """
+    exact = Fraction(value)
+    out = math.sqrt(float(exact))
+    while Fraction(out) ** 2 > exact:
+        out = math.nextafter(out, 0.0)
+    while Fraction(math.nextafter(out, math.inf)) ** 2 <= exact:
+        out = math.nextafter(out, math.inf)
     return out
 
 

@@ -25,6 +25,7 @@ from dpcurator.curator._statements import quantile_buckets
 from dpcurator.errors import QueryError
 from dpcurator.noise import InsecureSeededSource
 from tests.curator.conftest import EngineKind, exact_aggregates, open_session
+from tests.curator.test_quantile_privacy import _aggregates
 from tests.privacy_check import audit, threshold_events
 
 QUERY = "SELECT QUANTILE(x, 0.25) AS a, MEDIAN(x) AS b, QUANTILE(x, 0.75) AS c FROM t"
@@ -125,20 +126,10 @@ def test_joint_quantiles_are_private_on_neighbouring_tables() -> None:
     base = pd.DataFrame({"u": np.arange(200), "x": 10_000 + 100.0 * np.arange(200)})
     heavy = pd.DataFrame({"u": -1, "x": np.full(1000, 240_000.0)})
 
-    def aggregates(frame: pd.DataFrame, rows: int) -> tuple[Plan, Exact]:
-        table = Table(
-            "t",
-            frame,
-            privacy_unit="u",
-            max_rows_per_unit=rows,
-            columns=[Column("x", lower=0, upper=250_000)],
-        )
-        with Session(table, Budget(100.0), ledger=":memory:") as s:
-            plan = s.plan("SELECT QUANTILE(x, 0.3) AS a, QUANTILE(x, 0.8) AS b FROM t", epsilon=eps)
-            return plan, fetch(plan, s._read(plan))
+    query = "SELECT QUANTILE(x, 0.3) AS a, QUANTILE(x, 0.8) AS b FROM t"
 
-    plan, with_unit = aggregates(pd.concat([base, heavy], ignore_index=True), 3)
-    _, without = aggregates(base, 3)
+    plan, with_unit = _aggregates(pd.concat([base, heavy], ignore_index=True), 3, eps, query)
+    _, without = _aggregates(base, 3, eps, query)
     assert plan.measurements[0].sensitivity == pytest.approx(
         3 * 0.8
     )  # 1 - min(0.3, 0.5, 0.2), 3 rows
@@ -150,7 +141,7 @@ def test_joint_quantiles_are_private_on_neighbouring_tables() -> None:
     assert result.epsilon_lower_bound <= eps, result
     assert result.epsilon_lower_bound > 0.2, result  # the audit has power
     # Negative control: the plan's noise on an unbounded unit's buckets is caught.
-    _, loose = aggregates(pd.concat([base, heavy], ignore_index=True), 1000)
+    _, loose = _aggregates(pd.concat([base, heavy], ignore_index=True), 1000, eps, query)
     broken = _released(plan, loose, 3, 300)["b"].to_numpy(), samples[1][:300]
     assert audit(*broken, events, alpha=1e-3).epsilon_lower_bound > eps
 

@@ -37,8 +37,9 @@ BASE = pd.DataFrame(
 
 
 def _aggregates(
-    frame: pd.DataFrame, rows_per_unit: int, epsilon: float = EPSILON
+    frame: pd.DataFrame, rows_per_unit: int, epsilon: float = EPSILON, query: str = QUERY
 ) -> tuple[Plan, Exact]:
+    """The plan of ``query`` on ``frame`` (``x`` in [0, 250,000]) and its exact aggregates."""
     table = Table(
         "t",
         frame,
@@ -47,7 +48,7 @@ def _aggregates(
         columns=[Column("x", lower=0, upper=250_000)],
     )
     with Session(table, Budget(100.0), ledger=":memory:", source=InsecureSeededSource(0)) as s:
-        plan = s.plan(QUERY, epsilon=epsilon)
+        plan = s.plan(query, epsilon=epsilon)
         return plan, fetch(plan, s._read(plan))
 
 

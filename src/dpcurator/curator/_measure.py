@@ -306,7 +306,7 @@ def _quantiles(
     column, level = m.measure.column, m.measure.level
     spec = next(v for v in plan.values if v.column == column)
     buckets = quantile_buckets(spec)
-    epsilon = m.epsilon / plan.groups_touched
+    epsilon = plan.per_group(m.epsilon)
     clamp = quantile_clamp(epsilon, m.sensitivity, buckets)
     out = np.empty(len(groups), dtype=np.float64)
     for i, group in enumerate(groups):
@@ -353,7 +353,7 @@ def _joint(
     levels = [q.level for q in measures]
     spec = next(v for v in plan.values if v.column == column)
     buckets = quantile_buckets(spec)
-    epsilon = joint_epsilon([e for _, e in rows]) / plan.groups_touched
+    epsilon = plan.per_group(joint_epsilon([e for _, e in rows]))
     sensitivity = rows[0][0].sensitivity
     out = {q: np.empty(len(groups), dtype=np.float64) for q in measures}
     for i, group in enumerate(groups):

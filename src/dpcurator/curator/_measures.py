@@ -10,13 +10,12 @@ column jointly: :func:`joint_quantiles`).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import TYPE_CHECKING, assert_never
 
-from dpcurator._validation import floor_float
+from dpcurator._validation import floor_float, sqrt_down
 from dpcurator.noise._fixed_point import EncodingKind
 
 if TYPE_CHECKING:
@@ -198,7 +197,7 @@ def joint_quantiles(
         measures = [planned[i][0].measure for i in rows]
         levels = sorted(q.level for q in measures if isinstance(q, QuantileCounts))
         squares = sum((s * s for s in shares), Fraction(0))
-        total = _root_down(squares) if zcdp else floor_float(sum(shares, Fraction(0)))
+        total = sqrt_down(squares) if zcdp else floor_float(sum(shares, Fraction(0)))
         each = floor_float(Fraction(total) / len(rows))
         sensitivity = joint_quantile_sensitivity(levels, rows=per_group)
         why = (
@@ -223,13 +222,3 @@ def joint_epsilon(events: Sequence[PrivacyEvent]) -> float:
         if isinstance(event, PureDPEvent):
             return float(event.epsilon)
     raise InternalError("A joint group of quantiles has no PureDPEvent.")
-
-
-def _root_down(square: Fraction) -> float:
-    """Return the largest float at most ``sqrt(square)`` (checked exactly)."""
-    out = math.sqrt(float(square))
-    while Fraction(out) ** 2 > square:
-        out = math.nextafter(out, 0.0)
-    while Fraction(math.nextafter(out, math.inf)) ** 2 <= square:
-        out = math.nextafter(out, math.inf)
-    return out

@@ -44,7 +44,7 @@ from typing import Any, Literal, assert_never, get_args
 import sqlglot
 import sqlglot.errors
 
-from dpcurator._validation import check_delta, check_epsilon, check_positive
+from dpcurator._validation import check_delta, check_epsilon, check_positive, floor_float, sqrt_up
 from dpcurator.accounting import (
     ApproxDPEvent,
     DiscreteGaussianEvent,
@@ -150,6 +150,14 @@ class Plan:
     def groups_touched(self) -> int:
         """Groups of the declared keys one unit touches after bounding."""
         return self.contribution.groups
+
+    def per_group(self, epsilon: float) -> float:
+        """Return ``epsilon`` split over the groups one unit touches, rounded down exactly.
+
+        A choice made per group (a quantile's exponential mechanism) runs at this epsilon, so
+        that the ``g`` groups a unit can change compose to at most ``epsilon``.
+        """
+        return floor_float(Fraction(epsilon) / self.groups_touched)
 
     @property
     def rows_per_group(self) -> int:
@@ -349,21 +357,13 @@ def _l2_squared(measure: Measure, sizing: _Sizing, contribution: Contribution) -
     return row_units * row_units * (full * per * per + rest * rest)
 
 
-def _root_up(square: Fraction) -> float:
-    """Return a float ``x`` with ``x * x >= square`` exactly (the square root, rounded up)."""
-    x = math.sqrt(float(square))
-    while Fraction(x) ** 2 < square:
-        x = math.nextafter(x, math.inf)
-    return x
-
-
 def _gaussian_noise(l2_squared: int, rho: float) -> GaussianNoise:
     """Return the discrete Gaussian of a vector of squared L2 sensitivity ``l2_squared`` at ``rho``.
 
     ``sigma`` and ``l2`` are rounded up so that ``l2^2 / (2 sigma^2) <= rho`` holds exactly.
     """
-    sigma = _root_up(Fraction(l2_squared) / (2 * Fraction(rho)))
-    l2 = _root_up(Fraction(l2_squared))
+    sigma = sqrt_up(Fraction(l2_squared) / (2 * Fraction(rho)))
+    l2 = sqrt_up(Fraction(l2_squared))
     while Fraction(l2) ** 2 / (2 * Fraction(sigma) ** 2) > Fraction(rho):
         sigma = math.nextafter(sigma, math.inf)
     return GaussianNoise(sigma, l2, l2_squared)

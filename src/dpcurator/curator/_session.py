@@ -781,7 +781,7 @@ def _rank_errors(plan: Plan, confidence: float) -> dict[str, float]:
                 for m in plan.measurements
                 if m.measure == QuantileCounts(aggregate.column, aggregate.level)
             )
-            per_group = m.epsilon / plan.groups_touched  # each group's choice (see _quantiles)
+            per_group = plan.per_group(m.epsilon)  # each group's choice (see _quantiles)
             spec = next(v for v in plan.values if v.column == aggregate.column)
             errors[aggregate.alias] = quantile_rank_error(
                 per_group, m.sensitivity, quantile_buckets(spec) + 1, confidence

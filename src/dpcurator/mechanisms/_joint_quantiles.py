@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dpcurator._validation import check_epsilon, check_positive, check_probability
+from dpcurator._validation import check_epsilon, check_positive, check_probability, floor_float
 from dpcurator.accounting import PureDPEvent
 from dpcurator.errors import InvalidParameterError
 from dpcurator.mechanisms._common import PRECISION_BITS, check_scale_range
@@ -349,7 +349,8 @@ def joint_quantile_mechanism(
     n = int(rank[-1]) if total is None else int(total)
     src = resolve_source(source)
     targets = [float(w * n) for w in _widths(qs)]
-    half = eps / (4.0 * sens)  # exp(eps u / (2 Delta)) with u = -(1/2) sum |...|
+    # exp(eps u / (2 Delta)) with u = -(1/2) sum |...|: the coefficient rounded down exactly
+    half = floor_float(Fraction(eps) / (4 * Fraction(sens)))
     ranks_f = rank.astype(np.float64)
     logl = np.log(runs.astype(np.float64))
     alpha = _forward(logl, ranks_f, targets, runs, half)
