@@ -64,6 +64,8 @@ from numpy.typing import NDArray
 
 from dpcurator.errors import InvalidParameterError
 from dpcurator.noise import RandomSource, resolve_source, uniform_integers
+from dpcurator.synth._threads import PIECE as _PIECE
+from dpcurator.synth._threads import in_pieces, in_rows
 
 __all__ = ["JunctionTree", "Marginal", "Model", "fit_model", "junction_tree_size"]
 
@@ -102,6 +104,63 @@ def _lse(values: FloatArray, axes: tuple[int, ...]) -> FloatArray:
     return np.asarray(np.squeeze(out, axis=axes), dtype=np.float64)
 
 
+def _maximum(table: FloatArray) -> float:
+    """Return the largest cell of ``table`` (worked on in threads, by pieces)."""
+    flat = table.reshape(-1)
+    return max(in_pieces(lambda part: float(np.max(flat[part])), flat.size))
+
+
+def _exp_shifted(table: FloatArray, top: float) -> tuple[FloatArray, float]:
+    """Return ``exp(table - top)`` as a new table, and its sum (in threads, by pieces).
+
+    Each piece is shifted, exponentiated and summed while it is in cache; the pieces' sums are
+    added in order, so the sum does not depend on the number of threads.
+    """
+    flat = table.reshape(-1)
+    weights = np.empty(table.shape)
+    into = weights.reshape(-1)
+
+    def piece(part: slice) -> float:
+        np.subtract(flat[part], top, out=into[part])
+        np.exp(into[part], out=into[part])
+        return float(np.sum(into[part]))
+
+    return weights, sum(in_pieces(piece, flat.size))
+
+
+def _normalised(belief: FloatArray) -> tuple[FloatArray, float]:
+    """Return ``exp(belief) / Z`` as a new table, and ``log Z`` (``Z`` the sum of ``exp``).
+
+    Two passes, by pieces in threads: each piece ``P`` is exponentiated from its own maximum
+    ``m_P`` and summed while in cache, then scaled by ``exp(m_P - m) / Z`` (``m`` the largest
+    ``m_P``, ``Z`` the sum of the pieces' sums so scaled): the same values as from ``m``.
+    """
+    flat = belief.reshape(-1)
+    weights = np.empty(belief.shape)
+    into = weights.reshape(-1)
+
+    def first(part: slice) -> tuple[float, float]:
+        top = float(np.max(flat[part]))
+        if top == -math.inf:  # no mass in this piece (a message of zeros)
+            into[part] = 0.0
+            return top, 0.0
+        np.subtract(flat[part], top, out=into[part])
+        np.exp(into[part], out=into[part])
+        return top, float(np.sum(into[part]))
+
+    pieces = in_pieces(first, flat.size)
+    top = max(piece_top for piece_top, _ in pieces)
+    factors = [math.exp(piece_top - top) for piece_top, _ in pieces]
+    total = sum(f * piece_sum for f, (_, piece_sum) in zip(factors, pieces, strict=True))
+    scales = [f / total for f in factors]
+
+    def second(part: slice) -> None:
+        np.multiply(into[part], scales[part.start // _PIECE], out=into[part])
+
+    in_pieces(second, flat.size)
+    return weights, top + math.log(total)
+
+
 def _shape(attrs: Clique, target: Clique, sizes: Sequence[int]) -> tuple[int, ...]:
     """Broadcast shape of a table over ``attrs`` inside a table over ``target`` (both sorted)."""
     return tuple(sizes[a] if a in attrs else 1 for a in target)
@@ -121,8 +180,27 @@ def _project(values: FloatArray, attrs: Clique, keep: Clique) -> FloatArray:
     kept = tuple(i for i, a in enumerate(attrs) if a in keep)
     table = values
     for before, block, after in _blocks(tuple(range(len(attrs))), kept, values.shape):
-        table = np.einsum("ijk->ik", table.reshape(before, block, after))
+        table = _sum_middle(table.reshape(before, block, after))
     return np.asarray(table, dtype=np.float64).reshape(tuple(values.shape[i] for i in kept))
+
+
+def _sum_middle(table: FloatArray) -> FloatArray:
+    """Sum a ``(before, block, after)`` table over its middle axis, in threads by rows.
+
+    Each thread sums a range of ``before`` (or, with one row, of ``after``): every output cell
+    is the same sum, in the same order, whatever the threads.
+    """
+    before, _, after = table.shape
+    out = np.empty((before, after))
+    if before > 1:
+        in_rows(lambda part: np.einsum("ijk->ik", table[part], out=out[part]), before, table.size)
+    else:
+        in_rows(
+            lambda part: np.einsum("ijk->ik", table[:, :, part], out=out[:, part]),
+            after,
+            table.size,
+        )
+    return out
 
 
 _INDEXED_CELLS = 1 << 22
@@ -169,7 +247,7 @@ class _Map:
         """Return ``table`` summed down to ``keep`` (shaped over ``keep``)."""
         if self.blocks:
             for before, block, after in self.blocks:
-                table = np.einsum("ijk->ik", table.reshape(before, block, after))
+                table = _sum_middle(table.reshape(before, block, after))
             return np.asarray(table, dtype=np.float64).reshape(self.keep_shape)
         if self.index is None:
             return _project(table, self.attrs, self.keep)
@@ -182,12 +260,46 @@ class _Map:
             return np.broadcast_to(values.reshape(self.broadcast), self.shape)
         return values.reshape(-1)[self.index].reshape(self.shape)
 
+    def added(
+        self, values: FloatArray, base: FloatArray | None = None, out: FloatArray | None = None
+    ) -> FloatArray:
+        """Return ``base + expand(values)`` (``expand(values)`` without ``base``) in ``out``.
+
+        ``out`` (a new table if not given) may be ``base``: an addition in place. Worked on in
+        threads, by flat pieces through the index (gathered a piece at a time), else by rows.
+        """
+        target = np.empty(self.shape) if out is None else out
+        if self.index is not None:
+            flat, index = values.reshape(-1), self.index
+            assert target.flags.c_contiguous, "an addition in place needs a contiguous table"
+            into = target.reshape(-1)
+            start = None if base is None else base.reshape(-1)
+
+            def piece(part: slice) -> None:
+                if start is None:
+                    np.take(flat, index[part], out=into[part])
+                else:
+                    np.add(start[part], flat[index[part]], out=into[part])
+
+            in_pieces(piece, into.size)
+            return target
+        view = np.broadcast_to(values.reshape(self.broadcast), self.shape)
+
+        def rows(part: slice) -> None:
+            if base is None:
+                target[part] = view[part]
+            else:
+                np.add(base[part], view[part], out=target[part])
+
+        in_rows(rows, self.shape[0], target.size)
+        return target
+
     def log_sum_exp(self, table: FloatArray) -> FloatArray:
         """Return ``log(sum(exp(table)))`` down to ``keep``, exactly where sums underflow."""
-        top = float(np.max(table))
+        top = _maximum(table)
         if not math.isfinite(top):
             return _lse(table, tuple(i for i, a in enumerate(self.attrs) if a not in self.keep))
-        sums = self.project(np.exp(table - top))
+        sums = self.project(_exp_shifted(table, top)[0])
         if float(np.min(sums)) < _UNDERFLOW:  # a group far below the maximum: max per group
             return _lse(table, tuple(i for i, a in enumerate(self.attrs) if a not in self.keep))
         return np.asarray(np.log(sums) + top, dtype=np.float64)
@@ -376,7 +488,7 @@ class JunctionTree:
         for node in reversed(self.order):
             belief = potentials[node]
             for child in self.children[node]:
-                belief = belief + maps[child][1].expand(up[child])
+                belief = maps[child][1].added(up[child], belief)
             partial[node] = belief
             if self.parent[node] is not None:
                 up[node] = maps[node][0].log_sum_exp(belief)
@@ -385,14 +497,8 @@ class JunctionTree:
         for node in self.order:
             belief = partial[node]
             if self.parent[node] is not None:
-                belief = belief + maps[node][0].expand(down[node])
-            top = float(np.max(belief))
-            weights = np.subtract(belief, top)  # a new table: ``belief`` may be a potential
-            np.exp(weights, out=weights)
-            total = float(np.sum(weights))
-            weights /= total
-            beliefs[node] = weights
-            log_z = top + math.log(total)
+                belief = maps[node][0].added(down[node], belief)
+            beliefs[node], log_z = _normalised(belief)
             for child in self.children[node]:
                 sums = maps[child][1].project(beliefs[node])
                 with np.errstate(divide="ignore"):
@@ -829,13 +935,14 @@ class _Objective:
             kept[home] = tables
         return _Evaluation(loss, estimates, slopes, kept, [t.shape for t in mu])
 
-    def gradient(self, at: _Evaluation) -> list[FloatArray]:
+    def gradient(self, at: _Evaluation) -> _Gradient:
         """Return the loss's gradient with respect to each clique's marginal at ``at``.
 
-        Children first: each table's slopes are broadcast into its parent's, and the top
-        tables' into their clique's (the first one assigned, the others added in place).
+        Children first: each table's slopes are broadcast into its parent's; the top tables'
+        are kept as terms of their clique's gradient (the sum of their broadcasts, which
+        :func:`_stepped` adds to the potentials without building it).
         """
-        gradient: list[FloatArray | None] = [None] * len(at.shapes)
+        gradient: _Gradient = [[] for _ in at.shapes]
         for home, plan in self.plans.items():
             tables = at.tables[home]
             accumulated: list[FloatArray | None] = [None] * len(plan)
@@ -847,24 +954,12 @@ class _Objective:
                     values = own if values is None else values + own
                 if values is None:
                     continue
-                parent = node.parent
-                expanded = projection.expand(values)
-                if parent is None:
-                    held = gradient[home]
-                    if held is None:
-                        gradient[home] = np.array(expanded, dtype=np.float64)  # a copy
-                    else:
-                        held += expanded
+                if node.parent is None:
+                    gradient[home].append((projection, values))
                     continue
-                held = accumulated[parent]
-                if held is None:
-                    accumulated[parent] = np.array(expanded, dtype=np.float64)
-                else:
-                    held += expanded
-        return [
-            np.zeros(shape) if g is None else g
-            for g, shape in zip(gradient, at.shapes, strict=True)
-        ]
+                held = accumulated[node.parent]
+                accumulated[node.parent] = projection.added(values, held, held)
+        return gradient
 
     def predicted(self, before: _Evaluation, after: _Evaluation) -> float:
         """``<grad L(before), mu_before - mu_after>``, from the measured projections alone."""
@@ -965,11 +1060,11 @@ def fit_model(
     step = 1.0 / (total * max(1.0 / m.sigma**2 for m in measurements))
 
     def descend(
-        theta: list[FloatArray], at: _Evaluation, gradient: list[FloatArray], step: float
+        theta: list[FloatArray], at: _Evaluation, gradient: _Gradient, step: float
     ) -> tuple[list[FloatArray], list[FloatArray], _Evaluation, float] | None:
         """One step from ``theta`` with Armijo backtracking (None: no step lowers the loss)."""
         for _ in range(_BACKTRACKS):
-            trial = [_axpy(-step, g, t) for t, g in zip(theta, gradient, strict=True)]
+            trial = _stepped(theta, gradient, -step)
             trial_mu = tree.calibrate(trial)
             evaluated = objective(trial_mu)
             if at.loss - evaluated.loss >= 0.5 * objective.predicted(at, evaluated):
@@ -1015,23 +1110,71 @@ def fit_model(
     return Model(tree, mu, total, current.loss, done, theta, accelerated)
 
 
-def _axpy(scale: float, x: FloatArray, y: FloatArray) -> FloatArray:
-    """Return ``y + scale * x`` as a new table (one temporary less than the expression)."""
-    out = np.multiply(x, scale)
-    out += y
+_Gradient = list[list[tuple["_Map", FloatArray]]]
+"""Each clique's gradient as terms ``(map, values)``: the sum of the values' broadcasts."""
+
+
+def _stepped(theta: list[FloatArray], gradient: _Gradient, scale: float) -> list[FloatArray]:
+    """Return ``theta + scale * gradient``, each clique's table new (or ``theta``'s, no terms)."""
+    return [
+        _plus_terms(table, terms, scale) if terms else table
+        for table, terms in zip(theta, gradient, strict=True)
+    ]
+
+
+def _plus_terms(
+    table: FloatArray, terms: list[tuple[_Map, FloatArray]], scale: float
+) -> FloatArray:
+    """Return ``table + scale * sum of the terms' broadcasts`` as a new table, in one pass.
+
+    A few leading rows at a time (about ``_PIECE`` cells), the terms' broadcasts are summed,
+    scaled and added to the table while in cache (in threads, by rows): each cell is the same
+    sum whatever the threads.
+    """
+    shape = table.shape
+    lead = next(k for k in range(len(shape) + 1) if math.prod(shape[k:]) <= _PIECE)
+    rows = math.prod(shape[:lead])
+    inner = shape[lead:]
+    out = np.empty(shape)
+    sources = [
+        (term.expand(values), None)
+        if term.index is None
+        else (values.reshape(-1), term.index.reshape(rows, -1))
+        for term, values in terms
+    ]
+
+    def run(part: slice) -> None:
+        for row in range(part.start, part.stop):
+            at = np.unravel_index(row, shape[:lead])
+            total = np.zeros(inner)
+            for source, index in sources:
+                if index is None:
+                    total += source[at]
+                else:
+                    total += source[index[row]].reshape(inner)
+            total *= scale
+            np.add(table[at], total, out=out[at])
+
+    in_rows(run, rows, out.size)
     return out
 
 
 def _extrapolated(current: FloatArray, previous: FloatArray, beta: float) -> FloatArray:
-    """Return ``current + beta * (current - previous)`` as a new table (in one temporary)."""
-    out = np.subtract(current, previous)
-    out *= beta
-    out += current
+    """Return ``current + beta * (current - previous)`` as a new table (as :func:`_axpy`)."""
+    out = np.empty(current.shape)
+    flat, now, before = out.reshape(-1), current.reshape(-1), previous.reshape(-1)
+
+    def piece(part: slice) -> None:
+        np.subtract(now[part], before[part], out=flat[part])
+        flat[part] *= beta
+        flat[part] += now[part]
+
+    in_pieces(piece, flat.size)
     return out
 
 
 _Descend = Callable[
-    [list[FloatArray], "_Evaluation", list[FloatArray], float],
+    [list[FloatArray], "_Evaluation", _Gradient, float],
     "tuple[list[FloatArray], list[FloatArray], _Evaluation, float] | None",
 ]
 
