@@ -1134,29 +1134,36 @@ def _plus_terms(
     shape = table.shape
     lead = next(k for k in range(len(shape) + 1) if math.prod(shape[k:]) <= _PIECE)
     rows = math.prod(shape[:lead])
-    inner = shape[lead:]
     out = np.empty(shape)
-    sources = [
-        (term.expand(values), None)
-        if term.index is None
-        else (values.reshape(-1), term.index.reshape(rows, -1))
-        for term, values in terms
-    ]
+    sources = [_rows_of(term, values * scale, lead) for term, values in terms]
 
     def run(part: slice) -> None:
         for row in range(part.start, part.stop):
             at = np.unravel_index(row, shape[:lead])
-            total = np.zeros(inner)
-            for source, index in sources:
-                if index is None:
-                    total += source[at]
-                else:
-                    total += source[index[row]].reshape(inner)
-            total *= scale
-            np.add(table[at], total, out=out[at])
+            into = out[at]
+            np.copyto(into, table[at])
+            for source, positions in sources:
+                into += source[tuple(at[i] for i in positions)]
 
     in_rows(run, rows, out.size)
     return out
+
+
+def _rows_of(term: _Map, values: FloatArray, lead: int) -> tuple[FloatArray, tuple[int, ...]]:
+    """Return ``values`` broadcast by ``term``, indexable by the leading axes it keeps.
+
+    The first ``lead`` axes of the table are indexed row by row: ``source[at[positions]]`` is
+    the broadcast's row ``at``. A broadcast view where ``term`` has no index; otherwise the
+    rows are gathered once per value of the leading axes kept (rows that differ only in
+    dropped leading axes are the same).
+    """
+    positions = tuple(i for i in range(lead) if term.attrs[i] in term.keep)
+    if term.index is None:
+        view = term.expand(values)
+        return view[tuple(slice(None) if i in positions else 0 for i in range(lead))], positions
+    index = term.index.reshape(term.shape)
+    rows = index[tuple(slice(None) if i in positions else 0 for i in range(lead))]
+    return np.take(values.reshape(-1), rows), positions
 
 
 def _extrapolated(current: FloatArray, previous: FloatArray, beta: float) -> FloatArray:
