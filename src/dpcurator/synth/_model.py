@@ -64,6 +64,7 @@ from numpy.typing import NDArray
 
 from dpcurator.errors import InvalidParameterError
 from dpcurator.noise import RandomSource, resolve_source, uniform_integers
+from dpcurator.synth._threads import LEAST as _LEAST
 from dpcurator.synth._threads import PIECE as _PIECE
 from dpcurator.synth._threads import in_pieces, in_rows
 
@@ -277,7 +278,7 @@ class _Map:
 
             def piece(part: slice) -> None:
                 if start is None:
-                    np.take(flat, index[part], out=into[part])
+                    np.take(flat, index[part], out=into[part], mode="clip")
                 else:
                     np.add(start[part], flat[index[part]], out=into[part])
 
@@ -896,6 +897,10 @@ class _Objective:
         for i, (m, home) in enumerate(zip(measurements, homes, strict=True)):
             by_home.setdefault(home, []).append((m.clique, i))
         self.plans: dict[int, list[tuple[_Node, _Map]]] = {}
+        self.identity = {
+            home: _Map(tree.cliques[home], tree.cliques[home], tree.sizes) for home in by_home
+        }
+        """Per home clique: the map of its table onto itself (a gradient summed into one term)."""
         for home, targets in sorted(by_home.items()):
             nodes: list[_Node] = []
             _projections(tree.cliques[home], sorted(targets), tree.sizes, None, nodes)
@@ -940,7 +945,8 @@ class _Objective:
 
         Children first: each table's slopes are broadcast into its parent's; the top tables'
         are kept as terms of their clique's gradient (the sum of their broadcasts, which
-        :func:`_stepped` adds to the potentials without building it).
+        :func:`_stepped` adds to the potentials without building it, once per trial step); a
+        table too small for threads gets the sum itself, built once for all the trials.
         """
         gradient: _Gradient = [[] for _ in at.shapes]
         for home, plan in self.plans.items():
@@ -959,6 +965,8 @@ class _Objective:
                     continue
                 held = accumulated[node.parent]
                 accumulated[node.parent] = projection.added(values, held, held)
+            if len(gradient[home]) > 1 and math.prod(at.shapes[home]) < _LEAST:
+                gradient[home] = [(self.identity[home], _summed(gradient[home]))]
         return gradient
 
     def predicted(self, before: _Evaluation, after: _Evaluation) -> float:
@@ -1114,12 +1122,33 @@ _Gradient = list[list[tuple["_Map", FloatArray]]]
 """Each clique's gradient as terms ``(map, values)``: the sum of the values' broadcasts."""
 
 
+def _summed(terms: list[tuple[_Map, FloatArray]]) -> FloatArray:
+    """Return the sum of the terms' broadcasts (a clique's gradient) as one table."""
+    total: FloatArray | None = None
+    for term, values in terms:
+        total = term.added(values, total, total)
+    assert total is not None
+    return total
+
+
 def _stepped(theta: list[FloatArray], gradient: _Gradient, scale: float) -> list[FloatArray]:
     """Return ``theta + scale * gradient``, each clique's table new (or ``theta``'s, no terms)."""
-    return [
-        _plus_terms(table, terms, scale) if terms else table
-        for table, terms in zip(theta, gradient, strict=True)
-    ]
+    stepped = []
+    for table, terms in zip(theta, gradient, strict=True):
+        if not terms:
+            stepped.append(table)
+        elif len(terms) == 1 and terms[0][0].keep == terms[0][0].attrs:  # the gradient itself
+            stepped.append(_axpy(scale, terms[0][1].reshape(table.shape), table))
+        else:
+            stepped.append(_plus_terms(table, terms, scale))
+    return stepped
+
+
+def _axpy(scale: float, x: FloatArray, y: FloatArray) -> FloatArray:
+    """Return ``y + scale * x`` as a new table (one temporary less than the expression)."""
+    out = np.multiply(x, scale)
+    out += y
+    return out
 
 
 def _plus_terms(
@@ -1163,7 +1192,7 @@ def _rows_of(term: _Map, values: FloatArray, lead: int) -> tuple[FloatArray, tup
         return view[tuple(slice(None) if i in positions else 0 for i in range(lead))], positions
     index = term.index.reshape(term.shape)
     rows = index[tuple(slice(None) if i in positions else 0 for i in range(lead))]
-    return np.take(values.reshape(-1), rows), positions
+    return np.take(values.reshape(-1), rows, mode="clip"), positions
 
 
 def _extrapolated(current: FloatArray, previous: FloatArray, beta: float) -> FloatArray:

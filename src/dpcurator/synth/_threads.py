@@ -11,7 +11,7 @@ worked on in parallel by threads. Two ways of cutting a table:
   cell is computed the same whichever rows are worked on together (elementwise operations,
   broadcasts, sums along other axes).
 
-Tables under ``_LEAST`` cells, and every table when one thread is allowed, are worked on in the
+Tables under ``LEAST`` cells, and every table when one thread is allowed, are worked on in the
 calling thread. The number of threads is the CPUs this process may run on, or the environment
 variable ``DPCURATOR_THREADS``, or :func:`limited`'s within a ``with`` block.
 
@@ -37,13 +37,13 @@ from typing import TypeVar
 
 from dpcurator.errors import InvalidParameterError
 
-__all__ = ["PIECE", "in_pieces", "in_rows", "limited", "threads"]
+__all__ = ["LEAST", "PIECE", "in_pieces", "in_rows", "limited", "threads"]
 
 T = TypeVar("T")
 
 PIECE = 1 << 16
 """Cells of a flat piece: 512 KiB of float64."""
-_LEAST = 1 << 17
+LEAST = 1 << 17
 """Least cells of a table worth handing to threads."""
 _MOST = 16
 """Most threads used, whatever the machine."""
@@ -113,14 +113,19 @@ def limited(count: int) -> Iterator[None]:
 
 
 def _run(work: Callable[[slice], T], parts: list[slice], count: int) -> list[T]:
-    """Apply ``work`` to each part, ``count`` runs of consecutive parts at once; in order."""
+    """Apply ``work`` to each part, ``count`` runs of consecutive parts at once; in order.
+
+    The first run is worked on by the calling thread, the others by the pool's.
+    """
     if count <= 1 or len(parts) <= 1:
         return [work(part) for part in parts]
     count = min(count, len(parts))
     bounds = [len(parts) * i // count for i in range(count + 1)]
     runs = [parts[bounds[i] : bounds[i + 1]] for i in range(count)]
-    done = _POOL.at_least(count).map(lambda run: [work(part) for part in run], runs)
-    return [result for run in done for result in run]
+    pool = _POOL.at_least(count - 1)
+    others = [pool.submit(lambda run: [work(part) for part in run], run) for run in runs[1:]]
+    first = [work(part) for part in runs[0]]  # the calling thread works too
+    return first + [result for other in others for result in other.result()]
 
 
 def in_pieces(work: Callable[[slice], T], cells: int) -> list[T]:
@@ -130,15 +135,15 @@ def in_pieces(work: Callable[[slice], T], cells: int) -> list[T]:
     partial results combined in order do not depend on the number of threads.
     """
     parts = [slice(start, min(start + PIECE, cells)) for start in range(0, cells, PIECE)]
-    return _run(work, parts, threads() if cells >= _LEAST else 1)
+    return _run(work, parts, threads() if cells >= LEAST else 1)
 
 
 def in_rows(work: Callable[[slice], T], rows: int, cells: int) -> list[T]:
     """Return ``work(part)`` for one range of ``range(rows)`` per thread, in order.
 
-    ``cells`` is the size of the table worked on (under ``_LEAST``: one part, in this thread).
+    ``cells`` is the size of the table worked on (under ``LEAST``: one part, in this thread).
     """
-    count = min(threads() if cells >= _LEAST else 1, rows)
+    count = min(threads() if cells >= LEAST else 1, rows)
     if count <= 1:
         return [work(slice(0, rows))]
     parts = [slice(rows * i // count, rows * (i + 1) // count) for i in range(count)]
