@@ -22,7 +22,11 @@ gather: numpy's reductions over interleaved axes are several times slower); the
 measurements of one clique are projected through a tree of intermediate tables (several
 measured cliques lacking one attribute are summed from one table with it summed out); belief
 propagation divides a clique's marginal by a child's message instead of recomputing the other
-children's product.
+children's product. The gradient is kept as the terms whose broadcasts sum to it, and each trial
+step adds them to the potentials in one pass, a few cache-sized rows at a time; normalisation
+exponentiates and sums each piece of a table while it is in cache. Passes over tables of at
+least ``LEAST`` cells (:mod:`dpcurator.synth._threads`) are shared among threads, with the same
+results to the bit whatever their number.
 A fit may start from an earlier model's potentials (``warm_start``, as AIM does each round)
 and stop once the loss has stopped falling (``tolerance``).
 
@@ -111,22 +115,18 @@ def _maximum(table: FloatArray) -> float:
     return max(in_pieces(lambda part: float(np.max(flat[part])), flat.size))
 
 
-def _exp_shifted(table: FloatArray, top: float) -> tuple[FloatArray, float]:
-    """Return ``exp(table - top)`` as a new table, and its sum (in threads, by pieces).
-
-    Each piece is shifted, exponentiated and summed while it is in cache; the pieces' sums are
-    added in order, so the sum does not depend on the number of threads.
-    """
+def _exp_shifted(table: FloatArray, top: float) -> FloatArray:
+    """Return ``exp(table - top)`` as a new table (in threads, by pieces)."""
     flat = table.reshape(-1)
     weights = np.empty(table.shape)
     into = weights.reshape(-1)
 
-    def piece(part: slice) -> float:
+    def piece(part: slice) -> None:
         np.subtract(flat[part], top, out=into[part])
         np.exp(into[part], out=into[part])
-        return float(np.sum(into[part]))
 
-    return weights, sum(in_pieces(piece, flat.size))
+    in_pieces(piece, flat.size)
+    return weights
 
 
 def _normalised(belief: FloatArray) -> tuple[FloatArray, float]:
@@ -300,7 +300,7 @@ class _Map:
         top = _maximum(table)
         if not math.isfinite(top):
             return _lse(table, tuple(i for i, a in enumerate(self.attrs) if a not in self.keep))
-        sums = self.project(_exp_shifted(table, top)[0])
+        sums = self.project(_exp_shifted(table, top))
         if float(np.min(sums)) < _UNDERFLOW:  # a group far below the maximum: max per group
             return _lse(table, tuple(i for i, a in enumerate(self.attrs) if a not in self.keep))
         return np.asarray(np.log(sums) + top, dtype=np.float64)
