@@ -1156,9 +1156,9 @@ def _plus_terms(
 ) -> FloatArray:
     """Return ``table + scale * sum of the terms' broadcasts`` as a new table, in one pass.
 
-    A few leading rows at a time (about ``_PIECE`` cells), the terms' broadcasts are summed,
-    scaled and added to the table while in cache (in threads, by rows): each cell is the same
-    sum whatever the threads.
+    A few leading rows at a time (about ``_PIECE`` cells), the table's row is copied and the
+    terms' broadcasts (of their values scaled beforehand) are added to it while in cache (in
+    threads, by rows): each cell is the same sum whatever the threads.
     """
     shape = table.shape
     lead = next(k for k in range(len(shape) + 1) if math.prod(shape[k:]) <= _PIECE)
@@ -1196,7 +1196,7 @@ def _rows_of(term: _Map, values: FloatArray, lead: int) -> tuple[FloatArray, tup
 
 
 def _extrapolated(current: FloatArray, previous: FloatArray, beta: float) -> FloatArray:
-    """Return ``current + beta * (current - previous)`` as a new table (as :func:`_axpy`)."""
+    """Return ``current + beta * (current - previous)`` as a new table (in threads, by pieces)."""
     out = np.empty(current.shape)
     flat, now, before = out.reshape(-1), current.reshape(-1), previous.reshape(-1)
 
