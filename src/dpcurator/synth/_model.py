@@ -39,9 +39,9 @@ fit from there (AIM's final fit, from uniform potentials; see BENCHMARKS.md for 
 
 Synthetic rows are drawn from the fitted model along the junction tree, one attribute at a time
 (those with fewer values first within a clique), each conditionally on the clique's attributes
-already drawn, with stratified sampling (each conditional count is the expected one rounded up
-or down), as in the authors' ``mbi`` library. Marginals over several cliques are summed on the
-smallest subtree that holds them.
+already drawn, as in the authors' ``mbi`` library, with systematic sampling (one uniform offset
+per group of rows: each conditional count is the expected one rounded up or down). Marginals
+over several cliques are summed on the smallest subtree that holds them.
 
 Examples
 --------
@@ -681,8 +681,9 @@ class Model:
         clique's other attributes (its separator and the new attributes before it), as in
         ``mbi``. Within each group of rows
         that share those values, the rows are put in a random order and the ``i``-th of ``n``
-        takes the value at the quantile ``(i + U_i) / n`` of the conditional distribution
-        (stratified sampling: each group's counts are the expected ones, rounded up or down).
+        takes the value at the quantile ``(i + U) / n`` of the conditional distribution, with
+        one uniform ``U`` per group (systematic sampling: each group's counts are the expected
+        ones, rounded up or down).
         Randomness from :mod:`dpcurator.noise`; this is post-processing.
         """
         src = resolve_source(source)
@@ -707,18 +708,22 @@ class Model:
                     if given
                     else np.zeros(rows, dtype=np.int64)
                 )
-                out[:, a] = _stratified(joint, np.asarray(group, dtype=np.int64), src)
+                out[:, a] = _systematic(joint, np.asarray(group, dtype=np.int64), src)
                 given.append(a)
         return out
 
 
-def _stratified(
+def _systematic(
     joint: FloatArray, group: NDArray[np.int64], source: RandomSource
 ) -> NDArray[np.int64]:
     """Draw each row's value given its group: row ``g`` of ``joint`` is ``p(group g, value)``.
 
-    The rows of a group, in a random order, take the values at the quantiles ``(i + U_i) / n``
-    of the group's conditional distribution (uniform where the group has no mass).
+    The ``n`` rows of a group, in a random order, take the values at the quantiles
+    ``(i + U) / n`` of the group's conditional distribution (uniform where the group has no
+    mass), with one uniform offset ``U`` per group (systematic sampling): the count of a value
+    with probability ``p`` in the group is ``n p`` rounded down or up. Independent offsets per
+    row (the stratified sampler used before) can miss ``n p`` by one more row either way; on
+    AIM's models they drew tables further from the model (see BENCHMARKS.md).
     """
     rows = group.size
     width = joint.shape[1]
@@ -731,7 +736,9 @@ def _stratified(
     sorted_groups = group[order]
     starts = np.searchsorted(sorted_groups, sorted_groups, side="left")
     ends = np.searchsorted(sorted_groups, sorted_groups, side="right")
-    offsets = uniform_integers(2**53, rows, source=source) / float(2**53)
+    first = starts == np.arange(rows)  # each group's first row in the sorted order
+    drawn = uniform_integers(2**53, int(first.sum()), source=source) / float(2**53)
+    offsets = drawn[np.cumsum(first) - 1]  # one offset per group
     quantiles = (np.arange(rows) - starts + offsets) / (ends - starts)
     # One search over the groups' CDFs laid end to end (row g shifted by g: non-decreasing).
     shifted = (cdf + np.arange(cdf.shape[0], dtype=np.float64)[:, None]).reshape(-1)
