@@ -53,6 +53,20 @@ def test_a_fit_is_the_same_to_the_bit_with_one_thread_or_several() -> None:
             np.testing.assert_array_equal(a, b)
 
 
+def test_fits_in_several_threads_at_once_share_the_pool() -> None:
+    """Two sessions fitting at the same time (a service) get the same models as one by one."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    inputs = [_measurements(5), _measurements(6)]
+    alone = [fit_model(SIZES, m, iterations=6, start="uniform").loss for m in inputs]
+    with ThreadPoolExecutor(2) as callers:
+        together = list(
+            callers.map(lambda m: fit_model(SIZES, m, iterations=6, start="uniform").loss, inputs)
+        )
+    assert together == alone
+    assert alone[0] != alone[1]  # control: different inputs, different fits
+
+
 def test_the_bit_equality_is_sensitive_to_the_order_of_the_sums() -> None:
     """Negative control: adding the same pieces' sums in another order changes the total."""
     values = np.random.default_rng(1).random(4 * PIECE) * 1e6

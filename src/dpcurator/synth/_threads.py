@@ -50,22 +50,24 @@ _MOST = 16
 
 
 class _Pool:
-    """The shared pool of threads (created on first use) and the limit of :func:`limited`."""
+    """The shared pool of threads (created on first use) and the limit of :func:`limited`.
+
+    One pool for the process, never resized or shut down while in use: it starts a thread only
+    when a task finds none idle, up to ``_MOST``, so a call that hands out ``k`` runs at once
+    uses at most ``k`` threads, and calls from several threads at once share it safely.
+    """
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.executor: ThreadPoolExecutor | None = None
-        self.size = 0
         self.limit: int | None = None
+        """The count set by :func:`limited` (process-wide), or None."""
 
-    def at_least(self, size: int) -> ThreadPoolExecutor:
-        """Return the pool, with at least ``size`` threads."""
+    def get(self) -> ThreadPoolExecutor:
+        """Return the pool."""
         with self.lock:
-            if self.executor is None or self.size < size:
-                if self.executor is not None:
-                    self.executor.shutdown(wait=False)
-                self.executor = ThreadPoolExecutor(size, thread_name_prefix="dpcurator-synth")
-                self.size = size
+            if self.executor is None:
+                self.executor = ThreadPoolExecutor(_MOST, thread_name_prefix="dpcurator-synth")
             return self.executor
 
 
@@ -97,6 +99,9 @@ def threads() -> int:
 def limited(count: int) -> Iterator[None]:
     """Work with at most ``count`` threads within the block (results are the same).
 
+    The limit holds for the whole process while the block runs (for tests and benchmarks;
+    ``DPCURATOR_THREADS`` sets it for a deployment).
+
     Parameters
     ----------
     count : int
@@ -122,7 +127,7 @@ def _run(work: Callable[[slice], T], parts: list[slice], count: int) -> list[T]:
     count = min(count, len(parts))
     bounds = [len(parts) * i // count for i in range(count + 1)]
     runs = [parts[bounds[i] : bounds[i + 1]] for i in range(count)]
-    pool = _POOL.at_least(count - 1)
+    pool = _POOL.get()
     others = [pool.submit(lambda run: [work(part) for part in run], run) for run in runs[1:]]
     first = [work(part) for part in runs[0]]  # the calling thread works too
     return first + [result for other in others for result in other.result()]
