@@ -592,6 +592,20 @@ def test_refusals_read_nothing_and_spend_nothing(
     assert reads == []
 
 
+def test_a_bad_thread_count_is_refused_before_the_charge(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("DPCURATOR_THREADS", "0")
+    with _session() as session:
+        with pytest.raises(InvalidParameterError, match="DPCURATOR_THREADS"):
+            synthesize(session, epsilon=1.0, method="aim")
+        assert session.ledger.entries() == []
+        assert session.spent == Budget(0.0, 0.0)
+    monkeypatch.setenv("DPCURATOR_THREADS", "1")  # control: a valid count releases
+    with _session() as session:
+        assert synthesize(session, epsilon=1.0, method="independent").entry_id == 1
+
+
 def test_a_time_limit_stops_aim_early() -> None:
     with _session() as session:
         synth = synthesize(session, epsilon=1.0, method="aim", time_limit=1e-9)

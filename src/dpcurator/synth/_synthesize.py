@@ -75,6 +75,7 @@ from dpcurator.noise import RandomSource, resolve_source, uniform_integers
 from dpcurator.synth._measure import Attribute, MarginalQuery, attributes, plan_marginals, sigma_for
 from dpcurator.synth._model import Marginal, Model, fit_model, junction_tree_size
 from dpcurator.synth._progress import Reporter
+from dpcurator.synth._threads import threads
 
 __all__ = ["METHODS", "MeasuredMarginal", "SyntheticData", "synthesize"]
 
@@ -466,6 +467,7 @@ def synthesize(
         raise InvalidParameterError("time_limit", time_limit, "must be > 0 seconds")
     if rows is not None and (isinstance(rows, bool) or not isinstance(rows, int) or rows < 0):
         raise InvalidParameterError("rows", rows, "must be a non-negative integer")
+    threads()  # a bad DPCURATOR_THREADS is refused here, before anything is charged
     load = _workload(names, workload, 3)
     cliques = _cliques(method, len(attrs), load)
     queries = plan_marginals(session, declared, attrs, cliques)  # nothing read
