@@ -284,7 +284,7 @@ class _Map:
 
             in_pieces(piece, into.size)
             return target
-        view = np.broadcast_to(values.reshape(self.broadcast), self.shape)
+        view = self.expand(values)
 
         def rows(part: slice) -> None:
             if base is None:
@@ -1194,11 +1194,10 @@ def _rows_of(term: _Map, values: FloatArray, lead: int) -> tuple[FloatArray, tup
     dropped leading axes are the same).
     """
     positions = tuple(i for i in range(lead) if term.attrs[i] in term.keep)
+    leading = tuple(slice(None) if i in positions else 0 for i in range(lead))
     if term.index is None:
-        view = term.expand(values)
-        return view[tuple(slice(None) if i in positions else 0 for i in range(lead))], positions
-    index = term.index.reshape(term.shape)
-    rows = index[tuple(slice(None) if i in positions else 0 for i in range(lead))]
+        return term.expand(values)[leading], positions
+    rows = term.index.reshape(term.shape)[leading]
     return np.take(values.reshape(-1), rows, mode="clip"), positions
 
 
