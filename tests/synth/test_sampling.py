@@ -2,9 +2,11 @@
 
 The sampler is systematic within each group of rows that share the values already drawn: one
 uniform offset per group, so each value's count in a group is the group's size times the
-conditional probability, rounded up or down. The tests check that property on random inputs
-(seeded) and, as a negative control, that independent draws per row break it; and that sampled
-rows stay within the attributes' domains and follow the model.
+conditional probability, rounded up or down. The values are then laid evenly along the group's
+rows sorted by attributes drawn earlier (balanced sampling), so they are also in proportion
+within each value of those. The tests check both properties on random inputs (seeded), each
+with a negative control that breaks it (independent draws per row; rows in random order); and
+that sampled rows stay within the attributes' domains and follow the model, off its cliques too.
 """
 
 from __future__ import annotations
@@ -51,6 +53,37 @@ def test_each_groups_counts_are_the_expected_ones_rounded(seed: int) -> None:
     assert _within_rounding(joint, group, values)
 
 
+def _off_balance(
+    joint: np.ndarray, group: np.ndarray, other: np.ndarray, values: np.ndarray
+) -> float:
+    """The largest miss of a (group, other, value) count from its share of the (group, other)."""
+    width, kinds = joint.shape[1], int(other.max()) + 1
+    conditional = joint / joint.sum(axis=1, keepdims=True)
+    cells = group * kinds + other
+    sizes = np.bincount(cells, minlength=joint.shape[0] * kinds)
+    expected = sizes[:, None] * conditional[np.arange(sizes.size) // kinds]
+    counts = np.bincount(cells * width + values, minlength=expected.size).reshape(expected.shape)
+    return float(np.abs(counts - expected).max())
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_values_are_in_proportion_within_each_value_of_an_earlier_attribute(seed: int) -> None:
+    # 8 groups x 10 values of an earlier attribute, about 250 rows per cell. Each cell is one
+    # run of the group's sorted rows; a value's count in a run of L rows is within one row of
+    # L c / n (its spread positions), and c / n within 1 / n of p (the rounding): 2 rows in all,
+    # and 3 leaves room for the interleaving of the other values. In random order (the negative
+    # control below) the misses are binomial, about sqrt(250 p (1 - p)) ~ 7 rows.
+    rng = np.random.default_rng(seed)  # the inputs, not privacy noise
+    joint = rng.dirichlet(np.full(5, 1.0), size=8)
+    group, other = rng.integers(0, 8, 20_000), rng.integers(0, 10, 20_000)
+    values = _systematic(joint, group, InsecureSeededSource(seed), [other])
+    assert _within_rounding(joint, group, values)
+    assert _off_balance(joint, group, other, values) <= 3.0
+    unbalanced = _systematic(joint, group, InsecureSeededSource(seed))
+    assert _within_rounding(joint, group, unbalanced)
+    assert _off_balance(joint, group, other, unbalanced) > 3.0 * 3
+
+
 def test_independent_draws_per_row_break_the_rounding_property() -> None:
     # The negative control: the same inputs, each row's value drawn on its own from its group's
     # conditional distribution, miss the property (so the check above can fail).
@@ -88,10 +121,11 @@ def test_sampled_rows_are_within_the_domains_and_follow_the_model() -> None:
     rows = model.sample(5000, InsecureSeededSource(3))
     assert rows.shape == (5000, 4)
     assert all(rows[:, a].min() >= 0 and rows[:, a].max() < s for a, s in enumerate(sizes))
-    for clique in cliques:
+    # Each count within a few rows of the model's (rounding at each attribute drawn), on the
+    # measured cliques and on pairs the model makes independent given a separator.
+    for clique in [*cliques, (0, 2), (0, 3)]:
         shape = tuple(sizes[a] for a in clique)
         flat = np.ravel_multi_index(tuple(rows[:, a] for a in clique), shape)
         drawn = np.bincount(flat, minlength=math.prod(shape))
-        # Each count within a few rows of the model's (rounding at each attribute drawn).
         assert np.abs(drawn - model.marginal(clique)).max() <= len(sizes) + 1
     assert model.sample(0, InsecureSeededSource(3)).shape == (0, 4)

@@ -679,11 +679,11 @@ class Model:
         Along the tree from its root, one attribute at a time: each clique's new attributes in
         turn, those with fewer values first, each given the values already drawn of the
         clique's other attributes (its separator and the new attributes before it), as in
-        ``mbi``. Within each group of rows
-        that share those values, the rows are put in a random order and the ``i``-th of ``n``
-        takes the value at the quantile ``(i + U) / n`` of the conditional distribution, with
-        one uniform ``U`` per group (systematic sampling: each group's counts are the expected
-        ones, rounded up or down).
+        ``mbi``. Within each group of rows that share those values, each value's count is the
+        expected one rounded up or down (systematic sampling), and the values are laid evenly
+        along the group's rows sorted by the attributes drawn before outside the clique, so
+        that they are also spread in proportion over those (balanced sampling: given the
+        clique's other attributes the model makes the new one independent of them).
         Randomness from :mod:`dpcurator.noise`; this is post-processing.
         """
         src = resolve_source(source)
@@ -691,6 +691,7 @@ class Model:
         out = np.zeros((rows, len(tree.sizes)), dtype=np.int64)
         if rows == 0:
             return out
+        drawn: list[int] = []
         for node in tree.order:
             sep = tree.separator(node)
             given = list(sep)
@@ -708,22 +709,35 @@ class Model:
                     if given
                     else np.zeros(rows, dtype=np.int64)
                 )
-                out[:, a] = _systematic(joint, np.asarray(group, dtype=np.int64), src)
+                others = [out[:, b] for b in drawn if b not in given]
+                out[:, a] = _systematic(joint, np.asarray(group, dtype=np.int64), src, others)
                 given.append(a)
+                drawn.append(a)
         return out
 
 
 def _systematic(
-    joint: FloatArray, group: NDArray[np.int64], source: RandomSource
+    joint: FloatArray,
+    group: NDArray[np.int64],
+    source: RandomSource,
+    others: Sequence[NDArray[np.int64]] = (),
 ) -> NDArray[np.int64]:
     """Draw each row's value given its group: row ``g`` of ``joint`` is ``p(group g, value)``.
 
-    The ``n`` rows of a group, in a random order, take the values at the quantiles
-    ``(i + U) / n`` of the group's conditional distribution (uniform where the group has no
-    mass), with one uniform offset ``U`` per group (systematic sampling): the count of a value
-    with probability ``p`` in the group is ``n p`` rounded down or up. Independent offsets per
-    row (the stratified sampler used before) can miss ``n p`` by one more row either way; on
-    AIM's models they drew tables further from the model (see BENCHMARKS.md).
+    **Counts** (systematic sampling): the ``n`` rows of a group take the values at the
+    quantiles ``(i + U) / n`` of the group's conditional distribution (uniform where the group
+    has no mass), with one uniform offset ``U`` per group, so the count of a value with
+    probability ``p`` in the group is ``n p`` rounded down or up. Independent offsets per row
+    (the stratified sampler used before) can miss ``n p`` by one more row either way.
+
+    **Placement** (balanced sampling): the group's rows are sorted by ``others`` (the values
+    of attributes drawn before, first array most significant; ties in random order), and the
+    ``c`` rows of a value are spread evenly along them, the ``k``-th at ``(k + V) / c`` of the
+    way with one uniform ``V`` per value. Any run of consecutive rows, such as those sharing
+    the first of ``others``, then holds each value in proportion to within about a row. In
+    random order it would be off by about the square root of the run's length, and those
+    deviations showed as sampling error in every marginal that crosses the attribute with an
+    earlier one (Adult and CPS in BENCHMARKS.md).
     """
     rows = group.size
     width = joint.shape[1]
@@ -731,22 +745,33 @@ def _systematic(
     conditional = np.where(mass > 0, joint / np.where(mass > 0, mass, 1.0), 1.0 / width)
     cdf = np.cumsum(conditional, axis=1)
     cdf[:, -1] = 1.0
-    order = np.argsort(uniform_integers(2**62, rows, source=source), kind="stable")
-    order = order[np.argsort(group[order], kind="stable")]
+    tiebreak = uniform_integers(2**62, rows, source=source)
+    order = np.lexsort((tiebreak, *reversed(others), group))
     sorted_groups = group[order]
-    starts = np.searchsorted(sorted_groups, sorted_groups, side="left")
-    ends = np.searchsorted(sorted_groups, sorted_groups, side="right")
-    first = starts == np.arange(rows)  # each group's first row in the sorted order
-    drawn = uniform_integers(2**53, int(first.sum()), source=source) / float(2**53)
-    offsets = drawn[np.cumsum(first) - 1]  # one offset per group
-    quantiles = (np.arange(rows) - starts + offsets) / (ends - starts)
+    position = np.arange(rows)
+    start, end = _runs(sorted_groups)
+    quantiles = (position - start + _one_per_run(start, source)) / (end - start)
     # One search over the groups' CDFs laid end to end (row g shifted by g: non-decreasing).
     shifted = (cdf + np.arange(cdf.shape[0], dtype=np.float64)[:, None]).reshape(-1)
     found = np.searchsorted(shifted, sorted_groups + quantiles, side="right")
-    chosen = np.clip(found - sorted_groups * width, 0, width - 1)
+    chosen = np.clip(found - sorted_groups * width, 0, width - 1)  # ascending in each group
+    first, last = _runs(sorted_groups * width + chosen)  # the rows of one (group, value)
+    spread = (position - first + _one_per_run(first, source)) / (last - first)
     values = np.empty(rows, dtype=np.int64)
-    values[order] = chosen
+    values[order] = chosen[np.lexsort((spread, sorted_groups))]
     return values
+
+
+def _runs(keys: NDArray[np.int64]) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
+    """Each position's run of equal ``keys`` (sorted): its first position and one past its last."""
+    return np.searchsorted(keys, keys, side="left"), np.searchsorted(keys, keys, side="right")
+
+
+def _one_per_run(start: NDArray[np.intp], source: RandomSource) -> FloatArray:
+    """One uniform in ``[0, 1)`` per run (``start``: each position's run start), per position."""
+    first = start == np.arange(start.size)
+    drawn = uniform_integers(2**53, int(first.sum()), source=source) / float(2**53)
+    return np.asarray(drawn[np.cumsum(first) - 1], dtype=np.float64)
 
 
 def _joined_cells(
