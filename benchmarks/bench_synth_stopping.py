@@ -8,7 +8,9 @@ measured again with each stopping rule below and with mbi 2.0 (``MirrorDescent``
 own environment: ``bash benchmarks/peers/setup_peers.sh synth-mbi``), and scores each fitted
 model's marginals (no sampling, so no sampling noise) against the truth: the average L1 error over
 all 3-way marginals and over the target workload, as in ``bench_synth.py``. It reports the paired
-difference of each rule to mbi (mean over seeds, with its standard error).
+difference of each rule to mbi (mean over seeds, with its standard error). The rows "... table"
+score a synthetic table of the data's size drawn from AIM's model (``Model.sample``) and from
+mbi's (``synthetic_data``): their excess over the model's row is what sampling adds.
 
 Usage::
 
@@ -45,6 +47,7 @@ RULES: dict[str, dict[str, Any]] = {
     "1,000 steps": {"tolerance": 0.0},
 }
 """The stopping rules compared; each fit starts from uniform with ``discrepancy=1``, as AIM's."""
+AIMS = "tolerance 1 % (AIM's)"
 
 Scored = tuple[float, float]
 
@@ -80,9 +83,18 @@ def _normalised(model: Model) -> Callable[[tuple[int, ...]], np.ndarray]:
     return marginal
 
 
-def _stored(kept: Any) -> Callable[[tuple[int, ...]], np.ndarray]:
+def _stored(kept: Any, kind: str) -> Callable[[tuple[int, ...]], np.ndarray]:
     def marginal(clique: tuple[int, ...]) -> np.ndarray:
-        return np.asarray(kept["_".join(map(str, clique))])
+        return np.asarray(kept[f"{kind}:" + "_".join(map(str, clique))])
+
+    return marginal
+
+
+def _of_table(rows: np.ndarray, sizes: list[int]) -> Callable[[tuple[int, ...]], np.ndarray]:
+    def marginal(clique: tuple[int, ...]) -> np.ndarray:
+        shape = tuple(sizes[a] for a in clique)
+        flat = np.ravel_multi_index(tuple(rows[:, a] for a in clique), shape)
+        return np.bincount(flat, minlength=math.prod(shape)) / rows.shape[0]
 
     return marginal
 
@@ -122,6 +134,11 @@ def run(dataset: str, epsilon: float, seeds: list[int], out: Path) -> None:
             start = time.process_time()
             model = fit_model(sizes, marginals, start="uniform", discrepancy=1.0, **rule)
             row[name] = [*score(_normalised(model)), time.process_time() - start]
+            if name == AIMS:
+                start = time.process_time()
+                drawn = model.sample(len(true), InsecureSeededSource(seed))
+                seconds = time.process_time() - start
+                row[f"{AIMS} table"] = [*score(_of_table(drawn, sizes)), seconds]
         stored, fitted = work / f"{seed}.npz", work / f"mbi-{seed}.npz"
         np.savez(
             stored,
@@ -130,6 +147,7 @@ def run(dataset: str, epsilon: float, seeds: list[int], out: Path) -> None:
             values=_objects([m.noisy for m in released.measurements]),
             sigmas=np.array([m.sigma for m in released.measurements]),
             eval=_objects(evaluated),
+            rows=len(true),
         )
         script = ROOT / "benchmarks/peers/synth_mbi_marginals.py"
         python = PEERS / "synth-mbi" / "bin" / "python"
@@ -140,7 +158,9 @@ def run(dataset: str, epsilon: float, seeds: list[int], out: Path) -> None:
             check=True,
         )
         seconds = json.loads(done.stdout.strip().splitlines()[-1])["seconds"]
-        row["mbi 2.0"] = [*score(_stored(np.load(fitted))), seconds]
+        kept = np.load(fitted)
+        row["mbi 2.0"] = [*score(_stored(kept, "model")), seconds]
+        row["mbi 2.0 table"] = [*score(_stored(kept, "table")), math.nan]
         with out.open("a") as handle:
             handle.write(json.dumps(row) + "\n")
         print(json.dumps(row), flush=True)
@@ -152,7 +172,7 @@ def show(path: Path) -> None:
     print(f"{path}: {len(rows)} seeds")
     print("| rule | 3-way error | − mbi's | target error | − mbi's | fit s (CPU; mbi: wall) |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
-    for rule in [*RULES, "mbi 2.0"]:
+    for rule in [*RULES, f"{AIMS} table", "mbi 2.0", "mbi 2.0 table"]:
         cells = []
         for k in (0, 1):
             values = np.array([r[rule][k] for r in rows])
@@ -162,6 +182,15 @@ def show(path: Path) -> None:
             cells += [f"{values.mean():.5f}", f"{diff.mean():+.6f} ± {se:.6f} ({below} below)"]
         seconds = np.mean([r[rule][2] for r in rows])
         print(f"| {rule} | {' | '.join(cells)} | {seconds:.2f} |")
+    added = [
+        np.mean([r[f"{name} table"][k] - r[name][k] for r in rows])
+        for name in (AIMS, "mbi 2.0")
+        for k in (0, 1)
+    ]
+    print(
+        f"sampling adds (3-way, target): dpcurator {added[0]:+.5f}, {added[1]:+.5f}; "
+        f"mbi {added[2]:+.5f}, {added[3]:+.5f}"
+    )
 
 
 def _seeds(text: str) -> list[int]:

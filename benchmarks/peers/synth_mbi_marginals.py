@@ -1,8 +1,9 @@
-"""mbi 2.0's fitted model, for bench_synth_stopping.py: its marginals, no sampling.
+"""mbi 2.0's fitted model, for bench_synth_stopping.py: its marginals, and its table's.
 
 Fits mbi's MirrorDescent estimator to stored noisy marginals (as ``synth_mbi.py``) and saves the
-model's normalised marginals over the stored evaluation cliques, so that inference engines are
-compared on their models, without the sampling noise of a synthetic table::
+model's normalised marginals over the stored evaluation cliques (``model:`` keys), so that
+inference engines are compared on their models, without the sampling noise of a synthetic
+table; and the same marginals of the table its ``synthetic_data`` draws (``table:`` keys)::
 
     .venv-peers/synth-mbi/bin/python benchmarks/peers/synth_mbi_marginals.py IN.npz OUT.npz ITERS
 """
@@ -37,12 +38,17 @@ def main() -> None:
     ]
     start = time.perf_counter()
     model = MirrorDescent().estimate(domain, measurements, iters=iters)
+    synthetic = model.synthetic_data(rows=int(stored["rows"]))
+    seconds = time.perf_counter() - start
     kept = {}
     for clique in stored["eval"]:
-        counts = model.project(tuple(names[a] for a in clique)).datavector(flatten=True)
-        values = np.asarray(counts, dtype=np.float64)
-        kept["_".join(map(str, clique))] = values / values.sum()
-    seconds = time.perf_counter() - start
+        attrs = tuple(names[a] for a in clique)
+        for kind, counts in (
+            ("model", model.project(attrs).datavector(flatten=True)),
+            ("table", synthetic.project(attrs).datavector(flatten=True)),
+        ):
+            values = np.asarray(counts, dtype=np.float64)
+            kept[f"{kind}:" + "_".join(map(str, clique))] = values / values.sum()
     np.savez(out, **kept)
     print(json.dumps({"seconds": seconds}))
 
