@@ -14,32 +14,37 @@ import json
 import sys
 import time
 import warnings
+from typing import Any
 
 import numpy as np
 
 warnings.filterwarnings("ignore")
 
 
-def main() -> None:
-    source, out, iters = sys.argv[1], sys.argv[2], int(sys.argv[3])
+def fitted(stored: Any, iters: int) -> tuple[Any, list[str]]:
+    """mbi's MirrorDescent model of the stored marginals, and the attributes' names."""
     import jax
 
     jax.config.update("jax_enable_x64", True)
     from mbi import Domain, LinearMeasurement
     from mbi.estimation import MirrorDescent
 
-    stored = np.load(source, allow_pickle=True)
     sizes = [int(s) for s in stored["sizes"]]
     names = [f"c{i}" for i in range(len(sizes))]
-    domain = Domain(names, sizes)
     measurements = [
         LinearMeasurement(
             np.asarray(y, dtype=np.float64), tuple(names[a] for a in clique), float(s)
         )
         for clique, y, s in zip(stored["cliques"], stored["values"], stored["sigmas"], strict=True)
     ]
+    return MirrorDescent().estimate(Domain(names, sizes), measurements, iters=iters), names
+
+
+def main() -> None:
+    source, out, iters = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    stored = np.load(source, allow_pickle=True)
     start = time.perf_counter()
-    model = MirrorDescent().estimate(domain, measurements, iters=iters)
+    model, names = fitted(stored, iters)
     synthetic = model.synthetic_data(rows=int(stored["rows"]))
     seconds = time.perf_counter() - start
     np.save(out, np.stack([np.asarray(synthetic.data[n]) for n in names], axis=1).astype(np.int64))
