@@ -201,10 +201,18 @@ def test_box_and_total_agree_with_scipy_trust_constr() -> None:
         )
         tree, y, w = instance.tree, instance.noisy, instance.weights
         doms = domains(tree, y, total=int(instance.truth[0]), upper=int(instance.truth.max()))
-        fit = scipy_projection(y, w, consistency_matrix(tree).toarray(), doms.lower, doms.upper)
+        matrix = consistency_matrix(tree).toarray()
+        fit = scipy_projection(y, w, matrix, doms.lower, doms.upper)
         x = relaxed_tree_qp(tree, y, w, doms)
-        assert np.sum(w * (x - y) ** 2) <= fit.fun + 1e-6
-        assert np.allclose(x, fit.x, atol=1e-4, rtol=0)
+        assert np.allclose(matrix @ x, 0.0, atol=1e-9)  # feasible: consistent, within the box
+        assert np.all(x >= doms.lower - 1e-9) and np.all(x <= doms.upper + 1e-9)
+        gap = fit.fun - np.sum(w * (x - y) ** 2)
+        assert gap >= -1e-6  # at least as good as scipy's
+        # The objective is strongly convex (modulus 2 min w), so a feasible z with f(z) - f(x*)
+        # = gap lies within sqrt(gap / min w) of the unique optimum x*: scipy's interior point
+        # stops at its xtol a little short of it (up to about 3e-4 here), and no closer
+        # agreement can be asked of it.
+        assert np.max(np.abs(x - fit.x)) <= np.sqrt(max(gap, 0.0) / w.min()) + 1e-6
         at_bound = np.isclose(x, doms.lower, atol=1e-6) | np.isclose(x, doms.upper, atol=1e-6)
         binding += int(np.any(at_bound & ~doms.fixed()))
     assert binding >= 3  # the bounds matter in these instances, not only the equalities
