@@ -17,6 +17,9 @@ synth-mbi``):
   marginals that dpcurator's AIM and MST measured (the inference alone), against dpcurator's
   inference (:func:`dpcurator.synth.fit_model` and :meth:`Model.sample`) on the same input.
 
+- ``--dataset cps-taxunits``: CPS with each tax unit (a row) its own privacy unit, the guarantee
+  SmartNoise gives on CPS, for a comparison at the same guarantee.
+
 - ``--baseline REV``: dpcurator's own synthesis as of a git revision (its ``dpcurator.synth``
   package, read with ``git show``, on this checkout's curator), same seed, in a subprocess run
   just before the current one: the speed-up of a change, measured side by side.
@@ -72,7 +75,8 @@ def adult() -> tuple[Table, str]:
     return table, "income"
 
 
-def cps() -> tuple[Table, str]:
+def cps(unit: str = "household_id") -> tuple[Table, str]:
+    """CPS tax units; ``unit="tax_unit_id"``: each row its own unit (the peers' guarantee)."""
     frame = load_cps()
     columns = [
         Column("year", domain=[2012, 2013, 2014]),
@@ -85,12 +89,16 @@ def cps() -> tuple[Table, str]:
     table = Table(
         "cps",
         frame,
-        privacy_unit="household_id",
-        max_rows_per_unit=4,
-        max_groups_per_unit=4,
+        privacy_unit=unit,
+        max_rows_per_unit=4 if unit == "household_id" else 1,
+        max_groups_per_unit=4 if unit == "household_id" else 1,
         columns=columns,
     )
     return table, "filing_status"
+
+
+DATASETS = {"adult": adult, "cps": cps, "cps-taxunits": lambda: cps("tax_unit_id")}
+"""The tables: Adult (a person per row), CPS by household (up to 4 rows) or by tax unit (1)."""
 
 
 def encode(frame: pd.DataFrame, table: Table, names: list[str]) -> np.ndarray:
@@ -158,14 +166,14 @@ _BASELINE_RUNNER = """
 import json, sys, time
 import numpy as np
 sys.path.insert(0, sys.argv[1]); sys.path.insert(0, sys.argv[2])
-from bench_synth import DELTA, adult, cps, encode
+from bench_synth import DATASETS, DELTA, encode
 from dpcurator.accounting import Budget
 from dpcurator.curator import Session
 from dpcurator.noise import InsecureSeededSource
 from baseline_synth._synthesize import synthesize
 dataset, method, eps, out = sys.argv[3], sys.argv[4], float(sys.argv[5]), sys.argv[6]
 seed = int(sys.argv[7])
-table, _ = adult() if dataset == "adult" else cps()
+table, _ = DATASETS[dataset]()
 names = [c.name for c in table.columns if c.name != table.unit_column]
 with Session(table, Budget(1e6, 1e-3), accountant="zcdp", ledger=":memory:",
              source=InsecureSeededSource(seed)) as session:
@@ -234,7 +242,7 @@ def run(
     revision: str | None = None,
     seeds: list[int] | None = None,
 ) -> list[dict[str, Any]]:
-    table, target_name = adult() if dataset == "adult" else cps()
+    table, target_name = DATASETS[dataset]()
     names = [c.name for c in table.columns if c.name != table.unit_column]
     declared = [table.column(n) for n in names]
     sizes = [len(c.bins) - 1 if c.bins else len(c.domain or ()) for c in declared]
@@ -376,7 +384,7 @@ def run(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dataset", choices=["adult", "cps"], default="adult")
+    parser.add_argument("--dataset", choices=list(DATASETS), default="adult")
     parser.add_argument("--epsilons", default="0.3,1,3,10")
     parser.add_argument("--methods", default="aim,mst,independent")
     parser.add_argument("--peers", default="smartnoise,mbi")

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from bench_synth import DELTA, PEERS, ROOT, adult, cps, encode
+from bench_synth import DATASETS, DELTA, PEERS, ROOT, encode
 from dpcurator.accounting import Budget
 from dpcurator.curator import Session
 from dpcurator.noise import InsecureSeededSource
@@ -107,7 +107,7 @@ def _objects(items: list[Any]) -> np.ndarray:
 
 def run(dataset: str, epsilon: float, seeds: list[int], out: Path) -> None:
     """Append one JSON line per seed to ``out``."""
-    table, target_name = adult() if dataset == "adult" else cps()
+    table, target_name = DATASETS[dataset]()
     names = [c.name for c in table.columns if c.name != table.unit_column]
     declared = [table.column(n) for n in names]
     sizes = [len(c.bins) - 1 if c.bins else len(c.domain or ()) for c in declared]
@@ -200,7 +200,7 @@ def _seeds(text: str) -> list[int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dataset", choices=["adult", "cps"], default="cps")
+    parser.add_argument("--dataset", choices=list(DATASETS), default="cps")
     parser.add_argument("--epsilon", type=float, default=0.3)
     parser.add_argument("--seeds", default="1-40", help="a range FIRST-LAST or a list")
     parser.add_argument("--out", type=Path, default=None)
