@@ -101,6 +101,24 @@ DATASETS = {"adult": adult, "cps": cps, "cps-taxunits": lambda: cps("tax_unit_id
 """The tables: Adult (a person per row), CPS by household (up to 4 rows) or by tax unit (1)."""
 
 
+def attributes_of(table: Table) -> tuple[list[str], list[int]]:
+    """The synthesised columns (all but the unit's) and their numbers of values (bins)."""
+    names = [c.name for c in table.columns if c.name != table.unit_column]
+    declared = [table.column(n) for n in names]
+    return names, [len(c.bins) - 1 if c.bins else len(c.domain or ()) for c in declared]
+
+
+def open_session(table: Table, seed: int) -> Session:
+    """A session with room for every run: a zCDP ledger in memory, noise seeded by ``seed``."""
+    return Session(
+        table,
+        Budget(1e6, 1e-3),
+        accountant="zcdp",
+        ledger=":memory:",
+        source=InsecureSeededSource(seed),
+    )
+
+
 def encode(frame: pd.DataFrame, table: Table, names: list[str]) -> np.ndarray:
     """Integer codes of the declared values (bins: their index; clamped like the curator)."""
     out = []
@@ -166,17 +184,13 @@ _BASELINE_RUNNER = """
 import json, sys, time
 import numpy as np
 sys.path.insert(0, sys.argv[1]); sys.path.insert(0, sys.argv[2])
-from bench_synth import DATASETS, DELTA, encode
-from dpcurator.accounting import Budget
-from dpcurator.curator import Session
-from dpcurator.noise import InsecureSeededSource
+from bench_synth import DATASETS, DELTA, attributes_of, encode, open_session
 from baseline_synth._synthesize import synthesize
 dataset, method, eps, out = sys.argv[3], sys.argv[4], float(sys.argv[5]), sys.argv[6]
 seed = int(sys.argv[7])
 table, _ = DATASETS[dataset]()
-names = [c.name for c in table.columns if c.name != table.unit_column]
-with Session(table, Budget(1e6, 1e-3), accountant="zcdp", ledger=":memory:",
-             source=InsecureSeededSource(seed)) as session:
+names, _ = attributes_of(table)
+with open_session(table, seed) as session:
     start = time.perf_counter()
     released = synthesize(session, epsilon=eps, delta=DELTA, method=method)
     seconds = time.perf_counter() - start
@@ -243,9 +257,7 @@ def run(
     seeds: list[int] | None = None,
 ) -> list[dict[str, Any]]:
     table, target_name = DATASETS[dataset]()
-    names = [c.name for c in table.columns if c.name != table.unit_column]
-    declared = [table.column(n) for n in names]
-    sizes = [len(c.bins) - 1 if c.bins else len(c.domain or ()) for c in declared]
+    names, sizes = attributes_of(table)
     frame = table.source
     true = encode(frame, table, names)
     target = names.index(target_name)
@@ -288,13 +300,7 @@ def run(
                 record(
                     f"dpcurator {method} ({revision})", eps, old, seconds_old, note, cpu=LAST_CPU[0]
                 )
-            with Session(
-                table,
-                Budget(1e6, 1e-3),
-                accountant="zcdp",
-                ledger=":memory:",
-                source=InsecureSeededSource(seed),
-            ) as session:
+            with open_session(table, seed) as session:
                 start, start_cpu = time.perf_counter(), time.process_time()
                 released = synthesize(
                     session,

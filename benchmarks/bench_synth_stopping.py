@@ -34,9 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from bench_synth import DATASETS, DELTA, PEERS, ROOT, encode
-from dpcurator.accounting import Budget
-from dpcurator.curator import Session
+from bench_synth import DATASETS, DELTA, PEERS, ROOT, attributes_of, encode, open_session
 from dpcurator.noise import InsecureSeededSource
 from dpcurator.synth import Marginal, Model, fit_model, synthesize
 
@@ -108,21 +106,13 @@ def _objects(items: list[Any]) -> np.ndarray:
 def run(dataset: str, epsilon: float, seeds: list[int], out: Path) -> None:
     """Append one JSON line per seed to ``out``."""
     table, target_name = DATASETS[dataset]()
-    names = [c.name for c in table.columns if c.name != table.unit_column]
-    declared = [table.column(n) for n in names]
-    sizes = [len(c.bins) - 1 if c.bins else len(c.domain or ()) for c in declared]
+    names, sizes = attributes_of(table)
     true = encode(table.source, table, names)
     evaluated, score = _scorer(true, sizes, names.index(target_name))
     work = Path(tempfile.mkdtemp(prefix="bench_synth_stopping_"))
     index = {n: i for i, n in enumerate(names)}
     for seed in seeds:
-        with Session(
-            table,
-            Budget(1e6, 1e-3),
-            accountant="zcdp",
-            ledger=":memory:",
-            source=InsecureSeededSource(seed),
-        ) as session:
+        with open_session(table, seed) as session:
             released = synthesize(session, epsilon=epsilon, delta=DELTA, method="aim")
         cliques = [tuple(index[c] for c in m.columns) for m in released.measurements]
         marginals = [

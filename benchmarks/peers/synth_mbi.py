@@ -40,13 +40,18 @@ def fitted(stored: Any, iters: int) -> tuple[Any, list[str]]:
     return MirrorDescent().estimate(Domain(names, sizes), measurements, iters=iters), names
 
 
-def main() -> None:
-    source, out, iters = sys.argv[1], sys.argv[2], int(sys.argv[3])
+def fitted_and_drawn(source: str, iters: int) -> tuple[Any, Any, list[str], float]:
+    """The model of the stored marginals, its synthetic table, the names, and the seconds taken."""
     stored = np.load(source, allow_pickle=True)
     start = time.perf_counter()
     model, names = fitted(stored, iters)
     synthetic = model.synthetic_data(rows=int(stored["rows"]))
-    seconds = time.perf_counter() - start
+    return model, synthetic, names, time.perf_counter() - start
+
+
+def main() -> None:
+    source, out, iters = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    _, synthetic, names, seconds = fitted_and_drawn(source, iters)
     np.save(out, np.stack([np.asarray(synthetic.data[n]) for n in names], axis=1).astype(np.int64))
     print(json.dumps({"seconds": seconds}))
 

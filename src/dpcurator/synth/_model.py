@@ -40,8 +40,10 @@ fit from there (AIM's final fit, from uniform potentials; see BENCHMARKS.md for 
 Synthetic rows are drawn from the fitted model along the junction tree, one attribute at a time
 (those with fewer values first within a clique), each conditionally on the clique's attributes
 already drawn, as in the authors' ``mbi`` library, with systematic sampling (one uniform offset
-per group of rows: each conditional count is the expected one rounded up or down). Marginals
-over several cliques are summed on the smallest subtree that holds them.
+per group of rows: each conditional count is the expected one rounded up or down), the values laid
+evenly along the group's rows sorted by the attributes drawn before (balanced sampling: every
+marginal of the table, not only the cliques', stays within rows of the model's). Marginals over
+several cliques are summed on the smallest subtree that holds them.
 
 Examples
 --------
