@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dpcurator.accounting import Budget
+from dpcurator.accounting import Budget, zcdp_rho_for, zcdp_to_epsilon
 from dpcurator.curator import Column, Session, Table
 from dpcurator.datasets import load_adult, load_cps
 from dpcurator.noise import InsecureSeededSource
@@ -244,6 +244,17 @@ def baseline(
     return np.load(out), float(report["seconds"]), f"{report['rounds']} rounds"
 
 
+def per_row_epsilon(epsilon: float, rows_per_unit: int) -> float:
+    """The per-row epsilon whose group guarantee for ``rows_per_unit`` rows is ours per unit.
+
+    Under zCDP, rho per row gives ``k**2 rho`` for a group of k rows (Bun and Steinke 2016,
+    Proposition 27): a peer that protects a row must run at ``rho / k**2``, converted back to
+    (epsilon, DELTA) as ours is (Canonne, Kamath and Steinke 2020).
+    """
+    rho = zcdp_rho_for(epsilon, DELTA) / rows_per_unit**2
+    return zcdp_to_epsilon(rho, DELTA)
+
+
 def run(
     dataset: str,
     *,
@@ -255,6 +266,7 @@ def run(
     time_limit: float | None = None,
     revision: str | None = None,
     seeds: list[int] | None = None,
+    equal_guarantee: bool = False,
 ) -> list[dict[str, Any]]:
     table, target_name = DATASETS[dataset]()
     names, sizes = attributes_of(table)
@@ -362,6 +374,8 @@ def run(
                 cpu=LAST_CPU[0],
             )
         if "smartnoise" in peers:
+            peer_eps = per_row_epsilon(eps, table.max_rows_per_unit) if equal_guarantee else eps
+            label = f" (per-row epsilon {peer_eps:.4g})" if peer_eps != eps else ""
             for method in [m for m in methods if m != "independent" and m not in skip]:
                 out = work / f"sn-{method}-{eps}-{seed}.npy"
                 seconds, note = peer(
@@ -371,14 +385,14 @@ def run(
                         str(codes_path),
                         str(out),
                         method,
-                        str(eps),
+                        repr(peer_eps),
                         str(DELTA),
-                        "1",
+                        str(seed),
                     ],
                     timeout,
                 )
                 record(
-                    f"smartnoise {method}",
+                    f"smartnoise {method}{label}",
                     eps,
                     np.load(out) if seconds is not None else None,
                     seconds,
@@ -399,6 +413,11 @@ def main() -> None:
     parser.add_argument("--skip-peer-methods", default="", help="e.g. aim: SmartNoise MST only")
     parser.add_argument("--baseline", default=None, help="a git revision of dpcurator.synth")
     parser.add_argument("--seeds", default="", help="comma-separated (default: 1000 epsilon)")
+    parser.add_argument(
+        "--equal-guarantee",
+        action="store_true",
+        help="SmartNoise (per row) at the per-row epsilon that protects our unit (group privacy)",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/synth.json")
     args = parser.parse_args()
     epsilons = [float(e) for e in args.epsilons.split(",")]
@@ -415,6 +434,7 @@ def main() -> None:
         time_limit=args.time_limit,
         revision=args.baseline,
         seeds=[int(s) for s in args.seeds.split(",") if s] or None,
+        equal_guarantee=args.equal_guarantee,
     )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=1))

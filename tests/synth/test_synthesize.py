@@ -311,7 +311,7 @@ def test_aim_follows_a_workload_and_reports_it() -> None:
 
 
 @pytest.mark.parametrize("time_limit", [None, 600.0])
-def test_aims_final_fit_starts_afresh_unless_time_is_limited(
+def test_aims_fits_start_afresh_and_the_final_one_unless_time_is_limited(
     monkeypatch: pytest.MonkeyPatch, time_limit: float | None
 ) -> None:
     import dpcurator.synth._synthesize as module
@@ -327,7 +327,8 @@ def test_aims_final_fit_starts_afresh_unless_time_is_limited(
     with _session() as session:
         synthesize(session, epsilon=3.0, method="aim", iterations=200, time_limit=time_limit)
     *rounds, final = calls
-    assert all(c["warm_start"] is not None for c in rounds[1:])  # the rounds: warm starts
+    # The rounds: each from uniform, accelerated (a warm start fits new measurements too little).
+    assert all(c["warm_start"] is None and c["start"] == "uniform" for c in rounds[1:])
     assert final["tolerance"] > 0
     if time_limit is None:  # from uniform, accelerated to the discrepancy level
         assert final["warm_start"] is None

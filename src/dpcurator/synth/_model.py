@@ -27,8 +27,8 @@ step adds them to the potentials in one pass, a few cache-sized rows at a time; 
 exponentiates and sums each piece of a table while it is in cache. Passes over tables of at
 least ``LEAST`` cells (:mod:`dpcurator.synth._threads`) are shared among threads, with the same
 results to the bit whatever their number.
-A fit may start from an earlier model's potentials (``warm_start``, as AIM does each round)
-and stop once the loss has stopped falling (``tolerance``).
+A fit may start from an earlier model's potentials (``warm_start``, as AIM's final fit does
+under a time limit) and stop once the loss has stopped falling (``tolerance``).
 
 Where a fit stops matters: the loss keeps falling as the model fits the noise, and the error
 against the true marginals rises again past some point, so the error is set by the path and the

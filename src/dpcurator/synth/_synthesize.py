@@ -89,7 +89,13 @@ _TOLERANCE = 0.01
 _DISCREPANCY = 1.0
 """AIM's final fit runs accelerated until the loss is at its expected value at the truth."""
 _INNER = 20
-"""AIM's fits between rounds run ``iterations / _INNER`` steps (50 of the default 1,000)."""
+"""AIM's fits between rounds run ``iterations / _INNER`` steps (50 of the default 1,000).
+
+Each starts afresh from uniform potentials, accelerated to the discrepancy level, like the final
+fit. A warm start from the previous round's model was cheaper but fitted each new measurement
+too little in 50 steps: the test that halves the noise (the marginal moved less than its noise)
+then fired early, AIM took fewer rounds, and both errors rose (see BENCHMARKS.md, "Fresh fits
+between AIM's rounds")."""
 
 
 @dataclass(frozen=True)
@@ -407,13 +413,13 @@ def synthesize(
         spent).
     iterations : int, default 1000
         Most mirror-descent steps of the final fit, which stops earlier once 50 steps lowered
-        the loss by less than 1 %. AIM's rounds run a twentieth of them each, every round
-        starting from the previous round's model (a warm start); its final fit starts afresh
-        from the uniform distribution, with accelerated steps until the loss reaches its
-        expected value at the true marginals (the discrepancy principle), then plain ones: the
-        rounds' models have fitted the early, noisiest measurements first, and a fit from them
-        ends less accurate. With a ``time_limit`` the final fit continues from the last round's
-        model instead (fewer steps).
+        the loss by less than 1 %. AIM's rounds run a twentieth of them each. Every AIM fit
+        starts afresh from the uniform distribution, with accelerated steps until the loss
+        reaches its expected value at the true marginals (the discrepancy principle), then
+        plain ones: a fit continued from the previous round's model fits the newest
+        measurement too little in a round's steps, and one from the early, noisiest
+        measurements ends less accurate. With a ``time_limit`` the final fit continues from
+        the last round's model instead (fewer steps).
     time_limit : float, optional
         Seconds: AIM measures no new marginal after it (its unspent share is not refunded) and
         every fit stops at it; the final fit still runs 50 steps.
@@ -706,7 +712,7 @@ def _aim(
         unit = budget.gaussian(gauss)
         before = model.marginal(chosen)
         measurements.append(context.measure(chosen, _spent(unit)))
-        model = _fit(context, measurements, inner, warm_start=model)
+        model = _fit(context, measurements, inner, fresh=True)
         rounds += 1
         query = context.queries[chosen]
         moved = float(np.abs(model.marginal(chosen) - before).sum())
