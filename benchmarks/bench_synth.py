@@ -19,6 +19,9 @@ synth-mbi``):
 
 - ``--dataset cps-taxunits``: CPS with each tax unit (a row) its own privacy unit, the guarantee
   SmartNoise gives on CPS, for a comparison at the same guarantee.
+- ``--equal-guarantee``: on CPS by household, SmartNoise gets the table with each household
+  bounded to 4 rows at random, as ours is, at the per-row zCDP ``rho / 16``: by group privacy
+  (Bun and Steinke 2016, Proposition 27) its guarantee per household is then ours.
 
 - ``--baseline REV``: dpcurator's own synthesis as of a git revision (its ``dpcurator.synth``
   package, read with ``git show``, on this checkout's curator), same seed, in a subprocess run
@@ -255,6 +258,18 @@ def per_row_epsilon(epsilon: float, rows_per_unit: int) -> float:
     return zcdp_to_epsilon(rho, DELTA)
 
 
+def bounded_rows(units: pd.Series, rows_per_unit: int, seed: int) -> np.ndarray:
+    """Indices of at most ``rows_per_unit`` rows of each unit, chosen at random (sorted).
+
+    A peer that protects a row gets the same guarantee per unit as ours only on a table whose
+    units have at most ``rows_per_unit`` rows (group privacy), so it is given the table bounded
+    like ours: a careful user of it would do this by hand.
+    """
+    order = np.random.default_rng(seed).permutation(len(units))
+    rank = pd.Series(units.to_numpy()[order]).groupby(units.to_numpy()[order]).cumcount()
+    return np.sort(order[rank.to_numpy() < rows_per_unit])
+
+
 def run(
     dataset: str,
     *,
@@ -374,15 +389,20 @@ def run(
                 cpu=LAST_CPU[0],
             )
         if "smartnoise" in peers:
-            peer_eps = per_row_epsilon(eps, table.max_rows_per_unit) if equal_guarantee else eps
-            label = f" (per-row epsilon {peer_eps:.4g})" if peer_eps != eps else ""
+            peer_eps, peer_codes, label = eps, codes_path, ""
+            if equal_guarantee and table.max_rows_per_unit > 1:
+                peer_eps = per_row_epsilon(eps, table.max_rows_per_unit)
+                peer_codes = work / f"bounded-{seed}.csv"
+                kept = true[bounded_rows(frame[table.unit_column], table.max_rows_per_unit, seed)]
+                pd.DataFrame(kept, columns=names).to_csv(peer_codes, index=False)
+                label = f" (households bounded, per-row epsilon {peer_eps:.4g})"
             for method in [m for m in methods if m != "independent" and m not in skip]:
                 out = work / f"sn-{method}-{eps}-{seed}.npy"
                 seconds, note = peer(
                     "synth-smartnoise",
                     [
                         str(ROOT / "benchmarks/peers/synth_smartnoise.py"),
-                        str(codes_path),
+                        str(peer_codes),
                         str(out),
                         method,
                         repr(peer_eps),
@@ -416,7 +436,8 @@ def main() -> None:
     parser.add_argument(
         "--equal-guarantee",
         action="store_true",
-        help="SmartNoise (per row) at the per-row epsilon that protects our unit (group privacy)",
+        help="SmartNoise (per row) on the table bounded to our rows per unit, at the per-row "
+        "epsilon whose group guarantee protects our unit",
     )
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/synth.json")
     args = parser.parse_args()

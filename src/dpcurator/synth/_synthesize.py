@@ -88,14 +88,14 @@ _TOLERANCE = 0.01
 """The final fit's convergence test (see :func:`fit_model`): 1 % of the loss over 50 steps."""
 _DISCREPANCY = 1.0
 """AIM's final fit runs accelerated until the loss is at its expected value at the truth."""
-_INNER = 20
-"""AIM's fits between rounds run ``iterations / _INNER`` steps (50 of the default 1,000).
+_INNER = 10
+"""AIM's fits between rounds run ``iterations / _INNER`` steps (100 of the default 1,000).
 
 Each starts afresh from uniform potentials, accelerated to the discrepancy level, like the final
-fit. A warm start from the previous round's model was cheaper but fitted each new measurement
-too little in 50 steps: the test that halves the noise (the marginal moved less than its noise)
-then fired early, AIM took fewer rounds, and both errors rose (see BENCHMARKS.md, "Fresh fits
-between AIM's rounds")."""
+fit. A warm start from the previous round's model for 50 steps was cheaper but fitted each new
+measurement too little: the test that halves the noise (the marginal moved less than its noise)
+fired early, AIM took fewer rounds, and both errors rose; 50 fresh steps underfit at large
+epsilon (see BENCHMARKS.md, "Fresh fits between AIM's rounds")."""
 
 
 @dataclass(frozen=True)
@@ -413,7 +413,7 @@ def synthesize(
         spent).
     iterations : int, default 1000
         Most mirror-descent steps of the final fit, which stops earlier once 50 steps lowered
-        the loss by less than 1 %. AIM's rounds run a twentieth of them each. Every AIM fit
+        the loss by less than 1 %. AIM's rounds run a tenth of them each. Every AIM fit
         starts afresh from the uniform distribution, with accelerated steps until the loss
         reaches its expected value at the true marginals (the discrepancy principle), then
         plain ones: a fit continued from the previous round's model fits the newest
