@@ -87,7 +87,7 @@ _SQRT_2_PI = math.sqrt(2.0 / math.pi)
 _TOLERANCE = 0.01
 """The final fit's convergence test (see :func:`fit_model`): 1 % of the loss over 50 steps."""
 _DISCREPANCY = 1.0
-"""AIM's final fit runs accelerated until the loss is at its expected value at the truth."""
+"""AIM's fits run accelerated until the loss is at its expected value at the truth."""
 _INNER = 10
 """AIM's fits between rounds run ``iterations / _INNER`` steps (100 of the default 1,000).
 
