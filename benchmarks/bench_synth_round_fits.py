@@ -1,0 +1,111 @@
+"""AIM's fits between rounds: warm or fresh, how many steps; errors and rounds over seeds.
+
+Each variant replaces the fit that AIM runs after each round's measurement (the one-way fit
+before the rounds and the final fit are left as shipped) and runs AIM at one epsilon over the
+seeds, with the errors of ``bench_synth.py`` (3-way and target workload, mean ± standard
+error), the mean number of rounds and the mean wall seconds. ``steps`` is AIM's between-round
+step count as shipped (``iterations / _INNER``).
+
+- ``warm50``: 50 plain steps from the previous round's model (dpcurator before session 17);
+- ``fresh50``, ``fresh100``: from uniform potentials, accelerated to the discrepancy level
+  (as shipped: 100);
+- ``warm_accel50``: from the previous round's model, accelerated;
+- ``factorisation100``: from the factorisation of the noisy marginals, accelerated.
+
+Usage::
+
+    .venv/bin/python benchmarks/bench_synth_round_fits.py --dataset cps-taxunits --epsilon 0.3 \\
+        --seeds 1-8 --variants warm50,fresh50,warm_accel50,factorisation100,fresh100
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import dpcurator.synth._synthesize as aim_module
+from bench_synth import DATASETS, DELTA, attributes_of, encode, errors, open_session
+from dpcurator.synth import synthesize
+
+SHIPPED = aim_module._fit
+VARIANTS: dict[str, dict[str, Any]] = {
+    "warm50": {"steps": 50, "warm": True, "discrepancy": None, "start": "factorisation"},
+    "warm_accel50": {"steps": 50, "warm": True, "discrepancy": 1.0, "start": "factorisation"},
+    "fresh50": {"steps": 50, "warm": False, "discrepancy": 1.0, "start": "uniform"},
+    "fresh100": {"steps": 100, "warm": False, "discrepancy": 1.0, "start": "uniform"},
+    "factorisation100": {"steps": 100, "warm": False, "discrepancy": 1.0, "start": "factorisation"},
+}
+
+
+def patched(variant: dict[str, Any]) -> Any:
+    """AIM's ``_fit`` with the between-round fits replaced by ``variant``."""
+    last: list[Any] = [None]
+
+    def fit(context: Any, measurements: Any, iterations: int, **options: Any) -> Any:
+        if options.get("final") or len(measurements) <= len(context.attrs):
+            model = SHIPPED(context, measurements, iterations, **options)
+        else:
+            model = aim_module.fit_model(
+                context.sizes,
+                measurements,
+                iterations=variant["steps"],
+                warm_start=last[0] if variant["warm"] else None,
+                start=variant["start"],
+                discrepancy=variant["discrepancy"],
+            )
+        last[0] = model
+        return model
+
+    return fit
+
+
+def run(dataset: str, epsilon: float, seeds: list[int], name: str) -> str:
+    table, target_name = DATASETS[dataset]()
+    names, sizes = attributes_of(table)
+    true = encode(table.source, table, names)
+    rows = []
+    for seed in seeds:
+        aim_module._fit = patched(VARIANTS[name])  # type: ignore[assignment]
+        with open_session(table, seed) as session:
+            start = time.perf_counter()
+            released = synthesize(session, epsilon=epsilon, delta=DELTA, method="aim")
+            seconds = time.perf_counter() - start
+        aim_module._fit = SHIPPED
+        got = errors(true, encode(released.table, table, names), sizes, names.index(target_name))
+        rows.append((got["l1_3way"], got["l1_target"], released.rounds, seconds))
+    a = np.array(rows)
+    se = a.std(axis=0) / np.sqrt(len(a))
+    return (
+        f"{dataset} epsilon {epsilon:g} {name:16s} seeds {len(a)}: 3-way {a[:, 0].mean():.5f} "
+        f"± {se[0]:.5f}, target {a[:, 1].mean():.5f} ± {se[1]:.5f}, "
+        f"rounds {a[:, 2].mean():.1f}, {a[:, 3].mean():.2f} s"
+    )
+
+
+def _seeds(text: str) -> list[int]:
+    if "-" in text:
+        first, last = (int(x) for x in text.split("-"))
+        return list(range(first, last + 1))
+    return [int(s) for s in text.split(",")]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", choices=list(DATASETS), default="cps-taxunits")
+    parser.add_argument("--epsilon", type=float, default=0.3)
+    parser.add_argument("--seeds", default="1-8", help="a range FIRST-LAST or a list")
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    args = parser.parse_args()
+    for name in args.variants.split(","):
+        print(run(args.dataset, args.epsilon, _seeds(args.seeds), name), flush=True)
+
+
+if __name__ == "__main__":
+    main()
