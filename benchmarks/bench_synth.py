@@ -111,6 +111,14 @@ def attributes_of(table: Table) -> tuple[list[str], list[int]]:
     return names, [len(c.bins) - 1 if c.bins else len(c.domain or ()) for c in declared]
 
 
+def parse_seeds(text: str) -> list[int]:
+    """Seeds from ``FIRST-LAST`` (a range, both included) or a comma-separated list."""
+    if "-" in text:
+        first, last = (int(x) for x in text.split("-"))
+        return list(range(first, last + 1))
+    return [int(s) for s in text.split(",") if s]
+
+
 def open_session(table: Table, seed: int) -> Session:
     """A session with room for every run: a zCDP ledger in memory, noise seeded by ``seed``."""
     return Session(
@@ -432,7 +440,7 @@ def main() -> None:
     parser.add_argument("--time-limit", type=float, default=None, help="dpcurator's fits")
     parser.add_argument("--skip-peer-methods", default="", help="e.g. aim: SmartNoise MST only")
     parser.add_argument("--baseline", default=None, help="a git revision of dpcurator.synth")
-    parser.add_argument("--seeds", default="", help="comma-separated (default: 1000 epsilon)")
+    parser.add_argument("--seeds", default="", help="FIRST-LAST or a list (default: 1000 epsilon)")
     parser.add_argument(
         "--equal-guarantee",
         action="store_true",
@@ -454,7 +462,7 @@ def main() -> None:
         skip=skip,
         time_limit=args.time_limit,
         revision=args.baseline,
-        seeds=[int(s) for s in args.seeds.split(",") if s] or None,
+        seeds=parse_seeds(args.seeds) or None,
         equal_guarantee=args.equal_guarantee,
     )
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -3,8 +3,8 @@
 Each variant replaces the fit that AIM runs after each round's measurement (the one-way fit
 before the rounds and the final fit are left as shipped) and runs AIM at one epsilon over the
 seeds, with the errors of ``bench_synth.py`` (3-way and target workload, mean ± standard
-error), the mean number of rounds and the mean wall seconds. ``steps`` is AIM's between-round
-step count as shipped (``iterations / _INNER``).
+error), the mean number of rounds and the mean wall seconds. The shipped fits between rounds
+are ``fresh100``.
 
 - ``warm50``: 50 plain steps from the previous round's model (dpcurator before session 17);
 - ``fresh50``, ``fresh100``: from uniform potentials, accelerated to the discrepancy level
@@ -31,7 +31,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import dpcurator.synth._synthesize as aim_module
-from bench_synth import DATASETS, DELTA, attributes_of, encode, errors, open_session
+from bench_synth import DATASETS, DELTA, attributes_of, encode, errors, open_session, parse_seeds
 from dpcurator.synth import synthesize
 
 SHIPPED = aim_module._fit
@@ -49,7 +49,8 @@ def patched(variant: dict[str, Any]) -> Any:
     last: list[Any] = [None]
 
     def fit(context: Any, measurements: Any, iterations: int, **options: Any) -> Any:
-        if options.get("final") or len(measurements) <= len(context.attrs):
+        between_rounds = options.get("fresh") and not options.get("final")
+        if not between_rounds:  # the one-way fit before the rounds, and the final fit
             model = SHIPPED(context, measurements, iterations, **options)
         else:
             model = aim_module.fit_model(
@@ -73,11 +74,13 @@ def run(dataset: str, epsilon: float, seeds: list[int], name: str) -> str:
     rows = []
     for seed in seeds:
         aim_module._fit = patched(VARIANTS[name])  # type: ignore[assignment]
-        with open_session(table, seed) as session:
-            start = time.perf_counter()
-            released = synthesize(session, epsilon=epsilon, delta=DELTA, method="aim")
-            seconds = time.perf_counter() - start
-        aim_module._fit = SHIPPED
+        try:
+            with open_session(table, seed) as session:
+                start = time.perf_counter()
+                released = synthesize(session, epsilon=epsilon, delta=DELTA, method="aim")
+                seconds = time.perf_counter() - start
+        finally:
+            aim_module._fit = SHIPPED
         got = errors(true, encode(released.table, table, names), sizes, names.index(target_name))
         rows.append((got["l1_3way"], got["l1_target"], released.rounds, seconds))
     a = np.array(rows)
@@ -89,13 +92,6 @@ def run(dataset: str, epsilon: float, seeds: list[int], name: str) -> str:
     )
 
 
-def _seeds(text: str) -> list[int]:
-    if "-" in text:
-        first, last = (int(x) for x in text.split("-"))
-        return list(range(first, last + 1))
-    return [int(s) for s in text.split(",")]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", choices=list(DATASETS), default="cps-taxunits")
@@ -104,7 +100,7 @@ def main() -> None:
     parser.add_argument("--variants", default=",".join(VARIANTS))
     args = parser.parse_args()
     for name in args.variants.split(","):
-        print(run(args.dataset, args.epsilon, _seeds(args.seeds), name), flush=True)
+        print(run(args.dataset, args.epsilon, parse_seeds(args.seeds), name), flush=True)
 
 
 if __name__ == "__main__":

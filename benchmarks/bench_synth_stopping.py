@@ -34,7 +34,16 @@ from typing import Any
 
 import numpy as np
 
-from bench_synth import DATASETS, DELTA, PEERS, ROOT, attributes_of, encode, open_session
+from bench_synth import (
+    DATASETS,
+    DELTA,
+    PEERS,
+    ROOT,
+    attributes_of,
+    encode,
+    open_session,
+    parse_seeds,
+)
 from dpcurator.noise import InsecureSeededSource
 from dpcurator.synth import Marginal, Model, fit_model, synthesize
 
@@ -183,11 +192,6 @@ def show(path: Path) -> None:
     )
 
 
-def _seeds(text: str) -> list[int]:
-    first, _, last = text.partition("-")
-    return list(range(int(first), int(last) + 1)) if last else [int(s) for s in text.split(",")]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", choices=list(DATASETS), default="cps")
@@ -200,7 +204,7 @@ def main() -> None:
         show(args.show)
         return
     out = args.out or ROOT / f"benchmarks/results/synth_stopping_{args.dataset}.jsonl"
-    run(args.dataset, args.epsilon, _seeds(args.seeds), out)
+    run(args.dataset, args.epsilon, parse_seeds(args.seeds), out)
     show(out)
 
 

@@ -328,7 +328,10 @@ def test_aims_fits_start_afresh_and_the_final_one_unless_time_is_limited(
         synthesize(session, epsilon=3.0, method="aim", iterations=200, time_limit=time_limit)
     *rounds, final = calls
     # The rounds: each from uniform, accelerated (a warm start fits new measurements too little).
-    assert all(c["warm_start"] is None and c["start"] == "uniform" for c in rounds[1:])
+    assert all(
+        (c["warm_start"], c["start"], c["discrepancy"]) == (None, "uniform", 1.0)
+        for c in rounds[1:]
+    )
     assert final["tolerance"] > 0
     if time_limit is None:  # from uniform, accelerated to the discrepancy level
         assert final["warm_start"] is None
