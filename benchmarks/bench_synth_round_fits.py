@@ -1,21 +1,23 @@
 """AIM's fits between rounds: warm or fresh, how many steps; errors and rounds over seeds.
 
 Each variant replaces the fit that AIM runs after each round's measurement (the one-way fit
-before the rounds and the final fit are left as shipped) and runs AIM at one epsilon over the
-seeds, with the errors of ``bench_synth.py`` (3-way and target workload, mean ± standard
-error), the mean number of rounds and the mean wall seconds. The shipped fits between rounds
-are ``fresh100``.
+before the rounds and the final fit, which continues the last round's model, are left as
+shipped) and runs AIM at one epsilon over the seeds, with the errors of ``bench_synth.py``
+(3-way and target workload, mean ± standard error), the mean number of rounds and the mean
+wall seconds. The shipped fits between rounds are ``level``.
 
 - ``warm50``: 50 plain steps from the previous round's model (dpcurator before session 17);
-- ``fresh50``, ``fresh100``: from uniform potentials, accelerated to the discrepancy level
-  (as shipped: 100);
+- ``fresh50``, ``fresh100``: from uniform potentials, accelerated to the discrepancy level,
+  then plain steps, 50 or 100 in all (session 17 shipped ``fresh100``);
+- ``level``, ``level10``, ``level25``: from uniform potentials, accelerated to the discrepancy
+  level (at most 100 steps), then 0 (as shipped), 10 or 25 plain steps;
 - ``warm_accel50``: from the previous round's model, accelerated;
 - ``factorisation100``: from the factorisation of the noisy marginals, accelerated.
 
 Usage::
 
-    .venv/bin/python benchmarks/bench_synth_round_fits.py --dataset cps-taxunits --epsilon 0.3 \\
-        --seeds 1-8 --variants warm50,fresh50,warm_accel50,factorisation100,fresh100
+    .venv/bin/python benchmarks/bench_synth_round_fits.py --dataset adult --epsilon 3 \
+        --seeds 1-6 --variants fresh100,level,level10,level25
 """
 
 from __future__ import annotations
@@ -34,37 +36,48 @@ import dpcurator.synth._synthesize as aim_module
 from bench_synth import DATASETS, DELTA, attributes_of, encode, errors, open_session, parse_seeds
 from dpcurator.synth import synthesize
 
-SHIPPED = aim_module._fit
+SHIPPED_FIT = aim_module._fit
+SHIPPED_ROUND_FIT = aim_module._round_fit
 VARIANTS: dict[str, dict[str, Any]] = {
     "warm50": {"steps": 50, "warm": True, "discrepancy": None, "start": "factorisation"},
     "warm_accel50": {"steps": 50, "warm": True, "discrepancy": 1.0, "start": "factorisation"},
     "fresh50": {"steps": 50, "warm": False, "discrepancy": 1.0, "start": "uniform"},
     "fresh100": {"steps": 100, "warm": False, "discrepancy": 1.0, "start": "uniform"},
     "factorisation100": {"steps": 100, "warm": False, "discrepancy": 1.0, "start": "factorisation"},
+    "level": {"steps": 100, "warm": False, "discrepancy": 1.0, "start": "uniform", "plain": 0},
+    "level10": {"steps": 100, "warm": False, "discrepancy": 1.0, "start": "uniform", "plain": 10},
+    "level25": {"steps": 100, "warm": False, "discrepancy": 1.0, "start": "uniform", "plain": 25},
 }
 
 
-def patched(variant: dict[str, Any]) -> Any:
-    """AIM's ``_fit`` with the between-round fits replaced by ``variant``."""
+def patch(variant: dict[str, Any]) -> None:
+    """Replace AIM's fits between rounds by ``variant`` (the last model kept for warm starts)."""
     last: list[Any] = [None]
 
     def fit(context: Any, measurements: Any, iterations: int, **options: Any) -> Any:
-        between_rounds = options.get("fresh") and not options.get("final")
-        if not between_rounds:  # the one-way fit before the rounds, and the final fit
-            model = SHIPPED(context, measurements, iterations, **options)
-        else:
-            model = aim_module.fit_model(
-                context.sizes,
-                measurements,
-                iterations=variant["steps"],
-                warm_start=last[0] if variant["warm"] else None,
-                start=variant["start"],
-                discrepancy=variant["discrepancy"],
-            )
-        last[0] = model
-        return model
+        last[0] = SHIPPED_FIT(context, measurements, iterations, **options)
+        return last[0]
 
-    return fit
+    def round_fit(context: Any, measurements: Any) -> Any:
+        last[0] = aim_module.fit_model(
+            context.sizes,
+            measurements,
+            iterations=variant["steps"],
+            warm_start=last[0] if variant["warm"] else None,
+            start=variant["start"],
+            discrepancy=variant["discrepancy"],
+            plain_steps=variant.get("plain"),
+        )
+        return last[0]
+
+    aim_module._fit = fit  # type: ignore[assignment]
+    aim_module._round_fit = round_fit  # type: ignore[assignment]
+
+
+def unpatch() -> None:
+    """Restore AIM's shipped fits."""
+    aim_module._fit = SHIPPED_FIT  # type: ignore[assignment]
+    aim_module._round_fit = SHIPPED_ROUND_FIT  # type: ignore[assignment]
 
 
 def run(dataset: str, epsilon: float, seeds: list[int], name: str) -> str:
@@ -73,14 +86,14 @@ def run(dataset: str, epsilon: float, seeds: list[int], name: str) -> str:
     true = encode(table.source, table, names)
     rows = []
     for seed in seeds:
-        aim_module._fit = patched(VARIANTS[name])  # type: ignore[assignment]
+        patch(VARIANTS[name])
         try:
             with open_session(table, seed) as session:
                 start = time.perf_counter()
                 released = synthesize(session, epsilon=epsilon, delta=DELTA, method="aim")
                 seconds = time.perf_counter() - start
         finally:
-            aim_module._fit = SHIPPED
+            unpatch()
         got = errors(true, encode(released.table, table, names), sizes, names.index(target_name))
         rows.append((got["l1_3way"], got["l1_target"], released.rounds, seconds))
     a = np.array(rows)

@@ -311,33 +311,35 @@ def test_aim_follows_a_workload_and_reports_it() -> None:
 
 
 @pytest.mark.parametrize("time_limit", [None, 600.0])
-def test_aims_fits_start_afresh_and_the_final_one_unless_time_is_limited(
+def test_aims_round_fits_start_afresh_stop_at_the_discrepancy_level_and_the_final_continues(
     monkeypatch: pytest.MonkeyPatch, time_limit: float | None
 ) -> None:
     import dpcurator.synth._synthesize as module
 
-    calls: list[dict[str, Any]] = []
+    calls: list[tuple[dict[str, Any], Any]] = []
     original = module.fit_model
 
     def recording(*args: Any, **kwargs: Any) -> Any:
-        calls.append(kwargs)
-        return original(*args, **kwargs)
+        model = original(*args, **kwargs)
+        calls.append((kwargs, model))
+        return model
 
     monkeypatch.setattr(module, "fit_model", recording)
     with _session() as session:
         synthesize(session, epsilon=3.0, method="aim", iterations=200, time_limit=time_limit)
-    *rounds, final = calls
-    # The rounds: each from uniform, accelerated (a warm start fits new measurements too little).
-    assert all(
-        (c["warm_start"], c["start"], c["discrepancy"]) == (None, "uniform", 1.0)
-        for c in rounds[1:]
-    )
-    assert final["tolerance"] > 0
-    if time_limit is None:  # from uniform, accelerated to the discrepancy level
-        assert final["warm_start"] is None
-        assert (final["start"], final["discrepancy"]) == ("uniform", 1.0)
-    else:  # continued from the last round's model (fewer steps)
-        assert final["warm_start"] is not None and final["discrepancy"] is None
+    (_, oneways), *rounds, (final, _) = calls
+    assert rounds
+    # The rounds: each from uniform (a warm start fits new measurements too little), with
+    # accelerated steps only, up to the discrepancy level or a tenth of the iterations.
+    for options, model in rounds:
+        assert options.get("warm_start") is None
+        assert (options["start"], options["discrepancy"]) == ("uniform", 1.0)
+        assert model.iterations == model.accelerated <= 20
+    assert any(model.iterations < 20 for _, model in rounds)  # the level was reached
+    # The final fit: plain steps from the last round's model, to convergence.
+    assert final["warm_start"] is rounds[-1][1]
+    assert final.get("discrepancy") is None and final["tolerance"] > 0
+    assert oneways.accelerated == 0  # the one-way marginals: from their factorisation
 
 
 def test_the_model_recovers_consistent_marginals_of_a_tree() -> None:
@@ -488,6 +490,28 @@ def test_the_accelerated_phase_stops_at_the_discrepancy_level() -> None:
     )
     plain = next(i for i, loss in enumerate(losses, 1) if loss <= 0.8 * level)
     assert model.accelerated < plain
+
+
+def test_plain_steps_bound_the_steps_after_the_discrepancy_level() -> None:
+    sizes, measurements = _random_problem(3)
+
+    def fit(plain_steps: int | None) -> Any:
+        return fit_model(
+            sizes,
+            measurements,
+            iterations=400,
+            start="uniform",
+            discrepancy=1.0,
+            plain_steps=plain_steps,
+        )
+
+    at_level, ten_more, unbounded = fit(0), fit(10), fit(None)
+    assert 0 < at_level.accelerated == at_level.iterations
+    assert ten_more.iterations == at_level.accelerated + 10
+    assert unbounded.iterations > ten_more.iterations  # the negative control
+    assert unbounded.loss < ten_more.loss < at_level.loss
+    with pytest.raises(InvalidParameterError, match="plain_steps"):
+        fit_model(sizes, measurements, plain_steps=-1)
 
 
 def test_a_fresh_fit_is_deterministic_and_reaches_the_plain_fits_loss() -> None:

@@ -1020,6 +1020,7 @@ def fit_model(
     warm_start: Model | None = None,
     start: Literal["factorisation", "uniform"] = "factorisation",
     discrepancy: float | None = None,
+    plain_steps: int | None = None,
     tolerance: float = 0.0,
     deadline: float | None = None,
     callback: Callable[[int, float], None] | None = None,
@@ -1048,6 +1049,8 @@ def fit_model(
         measured cells (Morozov's discrepancy level: no fit needs to match the noisy
         marginals better than the truth does, so the fast phase, which overshoots, stops
         there); plain mirror descent continues from that point.
+    plain_steps : int, optional
+        Most plain steps after the accelerated phase (default: up to ``iterations`` in all).
     tolerance : float, default 0
         Stop once the last ``_WINDOW`` (50) plain steps lowered the loss by less than this
         fraction of it (0: run all the iterations).
@@ -1077,6 +1080,8 @@ def fit_model(
         raise InvalidParameterError("start", start, "must be 'factorisation' or 'uniform'")
     if discrepancy is not None and not (math.isfinite(discrepancy) and discrepancy > 0.0):
         raise InvalidParameterError("discrepancy", discrepancy, "must be a positive number")
+    if plain_steps is not None and plain_steps < 0:
+        raise InvalidParameterError("plain_steps", plain_steps, "must be >= 0")
     total = _total(measurements)
     measurements = _merged(measurements)
     tree = JunctionTree(sizes, [m.clique for m in measurements] + list(extra_cliques))
@@ -1129,6 +1134,8 @@ def fit_model(
             callback=callback,
         )
         accelerated = done
+    if plain_steps is not None:
+        iterations = min(iterations, done + plain_steps)
     gradient = objective.gradient(current)
     history = [current.loss]
     for step_number in range(done + 1, iterations + 1):

@@ -89,13 +89,15 @@ _TOLERANCE = 0.01
 _DISCREPANCY = 1.0
 """AIM's fits run accelerated until the loss is at its expected value at the truth."""
 _INNER = 10
-"""AIM's fits between rounds run ``iterations / _INNER`` steps (100 of the default 1,000).
+"""AIM's fits between rounds run at most ``iterations / _INNER`` steps (100 of the default 1,000).
 
-Each starts afresh from uniform potentials, accelerated to the discrepancy level, like the final
-fit. A warm start from the previous round's model for 50 steps was cheaper but fitted each new
-measurement too little: the test that halves the noise (the marginal moved less than its noise)
-fired early, AIM took fewer rounds, and both errors rose; 50 fresh steps underfit at large
-epsilon (see BENCHMARKS.md, "Fresh fits between AIM's rounds")."""
+Each starts afresh from uniform potentials and runs accelerated steps until the loss reaches
+the discrepancy level, and stops there. A warm start from the previous round's model for 50
+steps was cheaper but fitted each new measurement too little: the test that halves the noise
+(the marginal moved less than its noise) fired early, AIM took fewer rounds, and both errors
+rose; 50 fresh steps underfit at large epsilon. Plain steps past the discrepancy level (100 in
+all) cost 40 % more time at Adult epsilon 3 for no gain in either error (see BENCHMARKS.md,
+"AIM's round fits stop at the discrepancy level")."""
 
 
 @dataclass(frozen=True)
@@ -413,13 +415,12 @@ def synthesize(
         spent).
     iterations : int, default 1000
         Most mirror-descent steps of the final fit, which stops earlier once 50 steps lowered
-        the loss by less than 1 %. AIM's rounds run a tenth of them each. Every AIM fit
-        starts afresh from the uniform distribution, with accelerated steps until the loss
-        reaches its expected value at the true marginals (the discrepancy principle), then
-        plain ones: a fit continued from the previous round's model fits the newest
-        measurement too little in a round's steps, and one from the early, noisiest
-        measurements ends less accurate. With a ``time_limit`` the final fit continues from
-        the last round's model instead (fewer steps).
+        the loss by less than 1 %. AIM's fit after each round runs at most a tenth of them:
+        it starts afresh from the uniform distribution, with accelerated steps until the loss
+        reaches its expected value at the true marginals (the discrepancy principle), and
+        stops there (a fit continued from the previous round's model fits the newest
+        measurement too little in a round's steps). The final fit continues the last round's
+        with plain steps.
     time_limit : float, optional
         Seconds: AIM measures no new marginal after it (its unspent share is not refunded) and
         every fit stops at it; the final fit still runs 50 steps.
@@ -586,9 +587,8 @@ def _fit(
     *,
     final: bool = False,
     warm_start: Model | None = None,
-    fresh: bool = False,
 ) -> Model:
-    """Fit a model; ``fresh``: from uniform potentials, fast to the discrepancy level first."""
+    """Fit a model from the factorisation of the marginals, or continue ``warm_start``."""
     deadline = context.deadline
     if final and context.timed_out():
         deadline, iterations = None, min(iterations, 50)
@@ -598,9 +598,20 @@ def _fit(
         iterations=iterations,
         deadline=deadline,
         warm_start=warm_start,
-        start="uniform" if fresh else "factorisation",
-        discrepancy=_DISCREPANCY if fresh else None,
         tolerance=_TOLERANCE if final else 0.0,
+    )
+
+
+def _round_fit(context: _Context, measurements: Sequence[Marginal]) -> Model:
+    """AIM's fit after a round: from uniform, accelerated to the discrepancy level (see _INNER)."""
+    return fit_model(
+        context.sizes,
+        measurements,
+        iterations=max(1, context.iterations // _INNER),
+        deadline=context.deadline,
+        start="uniform",
+        discrepancy=_DISCREPANCY,
+        plain_steps=0,
     )
 
 
@@ -672,8 +683,7 @@ def _aim(
     measurements = _oneways(context, Fraction(d) / (2 * Fraction(sigma0) ** 2))
     sigma = sigma0
     eps = math.sqrt(8 * 0.1 * float(rho) / T)
-    inner = max(1, context.iterations // _INNER)
-    model = _fit(context, measurements, inner)
+    model = _fit(context, measurements, max(1, context.iterations // _INNER))
     cells_limit = max_model_size * 2**20 / 8
     rounds = 0
     terminate = False
@@ -712,7 +722,7 @@ def _aim(
         unit = budget.gaussian(gauss)
         before = model.marginal(chosen)
         measurements.append(context.measure(chosen, _spent(unit)))
-        model = _fit(context, measurements, inner, fresh=True)
+        model = _round_fit(context, measurements)
         rounds += 1
         query = context.queries[chosen]
         moved = float(np.abs(model.marginal(chosen) - before).sum())
@@ -721,10 +731,8 @@ def _aim(
         context.progress(
             f"round {rounds}: measured {', '.join(context.attrs[i].name for i in chosen)}"
         )
-    context.progress("final fit")
-    if context.deadline is not None:  # a time limit: continue from the last round's model
-        return _fit(context, measurements, context.iterations, final=True, warm_start=model), rounds
-    return _fit(context, measurements, context.iterations, final=True, fresh=True), rounds
+    context.progress("final fit")  # continues the last round's fit, which holds every marginal
+    return _fit(context, measurements, context.iterations, final=True, warm_start=model), rounds
 
 
 def _rows(
