@@ -336,9 +336,10 @@ def test_aims_round_fits_start_afresh_stop_at_the_discrepancy_level_and_the_fina
         assert (options["start"], options["discrepancy"]) == ("uniform", 1.0)
         assert model.iterations == model.accelerated <= 20
     assert any(model.iterations < 20 for _, model in rounds)  # the level was reached
-    # The final fit: plain steps from the last round's model, to convergence.
+    # The final fit: from the last round's model, accelerated while above the level, to
+    # convergence.
     assert final["warm_start"] is rounds[-1][1]
-    assert final.get("discrepancy") is None and final["tolerance"] > 0
+    assert final["discrepancy"] == 1.0 and final["tolerance"] > 0
     assert oneways.accelerated == 0  # the one-way marginals: from their factorisation
 
 

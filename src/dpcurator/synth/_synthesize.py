@@ -419,8 +419,8 @@ def synthesize(
         it starts afresh from the uniform distribution, with accelerated steps until the loss
         reaches its expected value at the true marginals (the discrepancy principle), and
         stops there (a fit continued from the previous round's model fits the newest
-        measurement too little in a round's steps). The final fit continues the last round's
-        with plain steps.
+        measurement too little in a round's steps). The final fit continues the last round's,
+        accelerated while above that level, then with plain steps.
     time_limit : float, optional
         Seconds: AIM measures no new marginal after it (its unspent share is not refunded) and
         every fit stops at it; the final fit still runs 50 steps.
@@ -587,6 +587,7 @@ def _fit(
     *,
     final: bool = False,
     warm_start: Model | None = None,
+    discrepancy: float | None = None,
 ) -> Model:
     """Fit a model from the factorisation of the marginals, or continue ``warm_start``."""
     deadline = context.deadline
@@ -598,6 +599,7 @@ def _fit(
         iterations=iterations,
         deadline=deadline,
         warm_start=warm_start,
+        discrepancy=discrepancy,
         tolerance=_TOLERANCE if final else 0.0,
     )
 
@@ -731,8 +733,18 @@ def _aim(
         context.progress(
             f"round {rounds}: measured {', '.join(context.attrs[i].name for i in chosen)}"
         )
-    context.progress("final fit")  # continues the last round's fit, which holds every marginal
-    return _fit(context, measurements, context.iterations, final=True, warm_start=model), rounds
+    # The final fit continues the last round's, which holds every marginal: accelerated while
+    # above the discrepancy level (a round's steps may end before it at large epsilon).
+    context.progress("final fit")
+    final = _fit(
+        context,
+        measurements,
+        context.iterations,
+        final=True,
+        warm_start=model,
+        discrepancy=_DISCREPANCY,
+    )
+    return final, rounds
 
 
 def _rows(
