@@ -12,7 +12,9 @@ wall seconds. The shipped fits between rounds are ``level``.
 - ``level``, ``level10``, ``level25``: from uniform potentials, accelerated to the discrepancy
   level (at most 100 steps), then 0 (as shipped), 10 or 25 plain steps;
 - ``warm_accel50``: from the previous round's model, accelerated;
-- ``factorisation100``: from the factorisation of the noisy marginals, accelerated.
+- ``factorisation100``: from the factorisation of the noisy marginals, accelerated;
+- ``independent_level``: from the product of the noisy one-way marginals, accelerated to the
+  discrepancy level.
 
 Usage::
 
@@ -47,6 +49,13 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "level": {"steps": 100, "warm": False, "discrepancy": 1.0, "start": "uniform", "plain": 0},
     "level10": {"steps": 100, "warm": False, "discrepancy": 1.0, "start": "uniform", "plain": 10},
     "level25": {"steps": 100, "warm": False, "discrepancy": 1.0, "start": "uniform", "plain": 25},
+    "independent_level": {
+        "steps": 100,
+        "warm": "independent",
+        "discrepancy": 1.0,
+        "start": "uniform",
+        "plain": 0,
+    },
 }
 
 
@@ -59,11 +68,15 @@ def patch(variant: dict[str, Any]) -> None:
         return last[0]
 
     def round_fit(context: Any, measurements: Any) -> Any:
+        warm = last[0] if variant["warm"] else None
+        if variant["warm"] == "independent":  # the product of the noisy one-way marginals
+            oneways = [m for m in measurements if len(m.clique) == 1]
+            warm = aim_module.fit_model(context.sizes, oneways, iterations=0)
         last[0] = aim_module.fit_model(
             context.sizes,
             measurements,
             iterations=variant["steps"],
-            warm_start=last[0] if variant["warm"] else None,
+            warm_start=warm,
             start=variant["start"],
             discrepancy=variant["discrepancy"],
             plain_steps=variant.get("plain"),
