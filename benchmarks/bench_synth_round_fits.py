@@ -1,10 +1,10 @@
 """AIM's fits between rounds: warm or fresh, how many steps; errors and rounds over seeds.
 
 Each variant replaces the fit that AIM runs after each round's measurement (the one-way fit
-before the rounds and the final fit, which continues the last round's model, are left as
-shipped) and runs AIM at one epsilon over the seeds, with the errors of ``bench_synth.py``
-(3-way and target workload, mean ± standard error), the mean number of rounds and the mean
-wall seconds. The shipped fits between rounds are ``level``.
+before the rounds and the final fit are left as shipped) and runs AIM at one epsilon over the
+seeds, with the errors of ``bench_synth.py`` (3-way and target workload, mean ± standard
+error), the mean number of rounds and the mean wall seconds. The shipped fits between rounds
+are ``level``.
 
 - ``warm50``: 50 plain steps from the previous round's model (dpcurator before session 17);
 - ``fresh50``, ``fresh100``: from uniform potentials, accelerated to the discrepancy level,
@@ -41,22 +41,24 @@ from dpcurator.synth import synthesize
 SHIPPED_FIT = aim_module._fit
 SHIPPED_ROUND_FIT = aim_module._round_fit
 VARIANTS: dict[str, dict[str, Any]] = {
-    "warm50": {"steps": 50, "warm": True, "discrepancy": None, "start": "factorisation"},
-    "warm_accel50": {"steps": 50, "warm": True, "discrepancy": 1.0, "start": "factorisation"},
-    "fresh50": {"steps": 50, "warm": False, "discrepancy": 1.0, "start": "uniform"},
-    "fresh100": {"steps": 100, "warm": False, "discrepancy": 1.0, "start": "uniform"},
-    "factorisation100": {"steps": 100, "warm": False, "discrepancy": 1.0, "start": "factorisation"},
-    "level": {"steps": 100, "warm": False, "discrepancy": 1.0, "start": "uniform", "plain": 0},
-    "level10": {"steps": 100, "warm": False, "discrepancy": 1.0, "start": "uniform", "plain": 10},
-    "level25": {"steps": 100, "warm": False, "discrepancy": 1.0, "start": "uniform", "plain": 25},
+    "warm50": {"steps": 50, "from": "previous", "discrepancy": None, "start": "factorisation"},
+    "warm_accel50": {"steps": 50, "from": "previous", "discrepancy": 1.0, "start": "factorisation"},
+    "fresh50": {"steps": 50, "from": None, "discrepancy": 1.0, "start": "uniform"},
+    "fresh100": {"steps": 100, "from": None, "discrepancy": 1.0, "start": "uniform"},
+    "factorisation100": {"steps": 100, "from": None, "discrepancy": 1.0, "start": "factorisation"},
+    "level": {"steps": 100, "from": None, "discrepancy": 1.0, "start": "uniform", "plain": 0},
+    "level10": {"steps": 100, "from": None, "discrepancy": 1.0, "start": "uniform", "plain": 10},
+    "level25": {"steps": 100, "from": None, "discrepancy": 1.0, "start": "uniform", "plain": 25},
     "independent_level": {
         "steps": 100,
-        "warm": "independent",
+        "from": "oneways",
         "discrepancy": 1.0,
         "start": "uniform",
         "plain": 0,
     },
 }
+"""``from``: the model a round's fit is warm-started from (none, the previous round's, or the
+product of the noisy one-way marginals); ``start`` applies without one."""
 
 
 def patch(variant: dict[str, Any]) -> None:
@@ -68,8 +70,10 @@ def patch(variant: dict[str, Any]) -> None:
         return last[0]
 
     def round_fit(context: Any, measurements: Any) -> Any:
-        warm = last[0] if variant["warm"] else None
-        if variant["warm"] == "independent":  # the product of the noisy one-way marginals
+        warm = None
+        if variant["from"] == "previous":
+            warm = last[0]
+        elif variant["from"] == "oneways":  # their factorisation: the independent model
             oneways = [m for m in measurements if len(m.clique) == 1]
             warm = aim_module.fit_model(context.sizes, oneways, iterations=0)
         last[0] = aim_module.fit_model(

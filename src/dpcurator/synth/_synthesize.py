@@ -233,6 +233,11 @@ class _Context:
     def sizes(self) -> list[int]:
         return [a.size for a in self.attrs]
 
+    @property
+    def round_iterations(self) -> int:
+        """Most steps of each of AIM's fits before the final one (see ``_INNER``)."""
+        return max(1, self.iterations // _INNER)
+
     def measure(self, clique: tuple[int, ...], rho: Fraction) -> Marginal:
         """Measure ``clique`` at most at ``rho`` (zCDP, exact).
 
@@ -612,7 +617,7 @@ def _round_fit(context: _Context, measurements: Sequence[Marginal]) -> Model:
     return fit_model(
         context.sizes,
         measurements,
-        iterations=max(1, context.iterations // _INNER),
+        iterations=context.round_iterations,
         deadline=context.deadline,
         start="uniform",
         discrepancy=_DISCREPANCY,
@@ -688,7 +693,7 @@ def _aim(
     measurements = _oneways(context, Fraction(d) / (2 * Fraction(sigma0) ** 2))
     sigma = sigma0
     eps = math.sqrt(8 * 0.1 * float(rho) / T)
-    model = _fit(context, measurements, max(1, context.iterations // _INNER))
+    model = _fit(context, measurements, context.round_iterations)
     cells_limit = max_model_size * 2**20 / 8
     rounds = 0
     terminate = False
