@@ -24,7 +24,9 @@ measured cliques lacking one attribute are summed from one table with it summed 
 propagation divides a clique's marginal by a child's message instead of recomputing the other
 children's product. The gradient is kept as the terms whose broadcasts sum to it, and each trial
 step adds them to the potentials in one pass, a few cache-sized rows at a time; normalisation
-exponentiates and sums each piece of a table while it is in cache. Passes over tables of at
+exponentiates and sums each piece of a table while it is in cache; while a fit runs, the
+marginals of large cliques are float32 (half the memory traffic; the potentials, messages and
+losses stay float64). Passes over tables of at
 least ``LEAST`` cells (:mod:`dpcurator.synth._threads`) are shared among threads, with the same
 results to the bit whatever their number.
 A fit may start from an earlier model's potentials (``warm_start``, as AIM's final fit does
@@ -131,15 +133,18 @@ def _exp_shifted(table: FloatArray, top: float) -> FloatArray:
     return weights
 
 
-def _normalised(belief: FloatArray) -> tuple[FloatArray, float]:
-    """Return ``exp(belief) / Z`` as a new table, and ``log Z`` (``Z`` the sum of ``exp``).
+def _normalised(
+    belief: FloatArray, dtype: type[np.floating] = np.float64
+) -> tuple[FloatArray, float]:
+    """Return ``exp(belief) / Z`` as a new ``dtype`` table, and ``log Z`` (``Z``: sum of ``exp``).
 
     Two passes, by pieces in threads: each piece ``P`` is exponentiated from its own maximum
     ``m_P`` and summed while in cache, then scaled by ``exp(m_P - m) / Z`` (``m`` the largest
-    ``m_P``, ``Z`` the sum of the pieces' sums so scaled): the same values as from ``m``.
+    ``m_P``, ``Z`` the sum of the pieces' sums so scaled): the same values as from ``m``. In
+    float32 (``dtype``), ``belief - m_P`` is computed in float64 and rounded once.
     """
     flat = belief.reshape(-1)
-    weights = np.empty(belief.shape)
+    weights = np.empty(belief.shape, dtype=dtype)
     into = weights.reshape(-1)
 
     def first(part: slice) -> tuple[float, float]:
@@ -147,7 +152,7 @@ def _normalised(belief: FloatArray) -> tuple[FloatArray, float]:
         if top == -math.inf:  # no mass in this piece (a message of zeros)
             into[part] = 0.0
             return top, 0.0
-        np.subtract(flat[part], top, out=into[part])
+        np.subtract(flat[part], top, out=into[part], casting="same_kind")
         np.exp(into[part], out=into[part])
         return top, float(np.sum(into[part]))
 
@@ -194,7 +199,7 @@ def _sum_middle(table: FloatArray) -> FloatArray:
     is the same sum, in the same order, whatever the threads.
     """
     before, _, after = table.shape
-    out = np.empty((before, after))
+    out = np.empty((before, after), dtype=table.dtype)
     if before > 1:
         in_rows(lambda part: np.einsum("ijk->ik", table[part], out=out[part]), before, table.size)
     else:
@@ -307,6 +312,18 @@ class _Map:
             return _lse(table, tuple(i for i, a in enumerate(self.attrs) if a not in self.keep))
         return np.asarray(np.log(sums) + top, dtype=np.float64)
 
+
+_COMPACT = np.float32
+"""The precision of the large cliques' marginals while a fit runs (its evaluations).
+
+Half the memory traffic of float64, and ``exp`` about twice as fast: at Adult epsilon 10, whose
+model is one clique of 1,814,400 cells, a calibration takes 1.8 ms instead of 2.2 and a loss
+1.8 ms instead of 2.3. A cell's relative error is about ``6e-8 (1 + |theta - max theta|)``
+(the exponent rounded to float32), 2e-6 at 30 below the largest, far below the noise of any
+measured marginal: over 6 AIM runs at Adult epsilon 3 the fitted models' errors moved by 1e-5.
+The losses are summed in float64 from the projected tables, and the fitted model's marginals
+are computed once more in float64.
+"""
 
 _BLOCK_CELLS = 4096
 """Least cells of a table that ``_Map`` sums block by block (smaller ones: by ``bincount``)."""
@@ -475,7 +492,9 @@ class JunctionTree:
         """Cells of all the cliques' tables."""
         return sum(math.prod(self.sizes[a] for a in c) for c in self.cliques)
 
-    def calibrate(self, potentials: Sequence[FloatArray]) -> list[FloatArray]:
+    def calibrate(
+        self, potentials: Sequence[FloatArray], *, compact: bool = False
+    ) -> list[FloatArray]:
         """Return each clique's marginal (probabilities) of ``p ∝ exp(sum of potentials)``.
 
         Two passes of sum-product belief propagation, messages in log space. Upward, each
@@ -484,6 +503,9 @@ class JunctionTree:
         is the clique's marginal summed to their separator divided by the child's upward
         message (Shafer-Shenoy's division; the product over the other children is not
         recomputed).
+
+        ``compact``: the marginals of cliques of at least ``LEAST`` cells in float32 (``_COMPACT``),
+        the fit's working precision (see :func:`fit_model`); the messages stay in float64.
         """
         maps = self._maps()
         up: dict[int, FloatArray] = {}
@@ -501,7 +523,8 @@ class JunctionTree:
             belief = partial[node]
             if self.parent[node] is not None:
                 belief = maps[node][0].added(down[node], belief)
-            beliefs[node], log_z = _normalised(belief)
+            dtype = _COMPACT if compact and belief.size >= _LEAST else np.float64
+            beliefs[node], log_z = _normalised(belief, dtype)
             for child in self.children[node]:
                 sums = maps[child][1].project(beliefs[node])
                 with np.errstate(divide="ignore"):
@@ -966,7 +989,7 @@ class _Objective:
                 tables.append(table)
                 if node.measurement is not None:
                     m = self.measurements[node.measurement]
-                    est = table.reshape(-1) * total
+                    est = np.asarray(table.reshape(-1), dtype=np.float64) * total
                     diff = (est - m.values) / m.sigma
                     loss += 0.5 * float(diff @ diff)
                     estimates[node.measurement] = est
@@ -1102,7 +1125,7 @@ def fit_model(
                 )
 
     objective = _Objective(tree, measurements, homes, total)
-    mu = tree.calibrate(theta)
+    mu = tree.calibrate(theta, compact=True)
     current = objective(mu)
     step = 1.0 / (total * max(1.0 / m.sigma**2 for m in measurements))
 
@@ -1112,7 +1135,7 @@ def fit_model(
         """One step from ``theta`` with Armijo backtracking (None: no step lowers the loss)."""
         for _ in range(_BACKTRACKS):
             trial = _stepped(theta, gradient, -step)
-            trial_mu = tree.calibrate(trial)
+            trial_mu = tree.calibrate(trial, compact=True)
             evaluated = objective(trial_mu)
             if at.loss - evaluated.loss >= 0.5 * objective.predicted(at, evaluated):
                 return trial, trial_mu, evaluated, step
@@ -1156,6 +1179,9 @@ def fit_model(
             and history[-_WINDOW - 1] - current.loss < tolerance * current.loss
         ):
             break
+    if any(table.dtype != np.float64 for table in mu):  # the model's marginals in full
+        mu = tree.calibrate(theta)
+        current = objective(mu)
     return Model(tree, mu, total, current.loss, done, theta, accelerated)
 
 
@@ -1212,27 +1238,30 @@ def _plus_terms(
             at = np.unravel_index(row, shape[:lead])
             into = out[at]
             np.copyto(into, table[at])
-            for source, positions in sources:
-                into += source[tuple(at[i] for i in positions)]
+            for source in sources:
+                into += source(at)
 
     in_rows(run, rows, out.size)
     return out
 
 
-def _rows_of(term: _Map, values: FloatArray, lead: int) -> tuple[FloatArray, tuple[int, ...]]:
-    """Return ``values`` broadcast by ``term``, indexable by the leading axes it keeps.
+def _rows_of(
+    term: _Map, values: FloatArray, lead: int
+) -> Callable[[tuple[np.intp, ...]], FloatArray]:
+    """Return ``values`` broadcast by ``term``, as a function of a row of the table.
 
-    The first ``lead`` axes of the table are indexed row by row: ``source[at[positions]]`` is
-    the broadcast's row ``at``. A broadcast view where ``term`` has no index; otherwise the
-    rows are gathered once per value of the leading axes kept (rows that differ only in
-    dropped leading axes are the same).
+    The row ``at`` is its indices on the table's first ``lead`` axes. A broadcast view where
+    ``term`` has no index; otherwise the row's cells are gathered through the index when asked
+    for (a row at a time: no table of the whole size is built).
     """
     positions = tuple(i for i in range(lead) if term.attrs[i] in term.keep)
     leading = tuple(slice(None) if i in positions else 0 for i in range(lead))
     if term.index is None:
-        return term.expand(values)[leading], positions
-    rows = term.index.reshape(term.shape)[leading]
-    return np.take(values.reshape(-1), rows, mode="clip"), positions
+        view = term.expand(values)[leading]
+        return lambda at: view[tuple(at[i] for i in positions)]
+    index = term.index.reshape(term.shape)[leading]
+    flat = values.reshape(-1)
+    return lambda at: np.take(flat, index[tuple(at[i] for i in positions)], mode="clip")
 
 
 def _extrapolated(current: FloatArray, previous: FloatArray, beta: float) -> FloatArray:
@@ -1301,7 +1330,7 @@ def _accelerate(
             callback(done, current.loss)
         if beta > 0.0:
             point = [_extrapolated(t, p, beta) for t, p in zip(theta, previous, strict=True)]
-            point_eval = objective(tree.calibrate(point))
+            point_eval = objective(tree.calibrate(point, compact=True))
         else:
             point, point_eval = theta, current
     return theta, mu, current, step, done, False

@@ -1,0 +1,98 @@
+"""The fit's working precision: large cliques' marginals in float32 while it runs, float64 after.
+
+``JunctionTree.calibrate(compact=True)`` returns the marginals of cliques of at least ``LEAST``
+cells in float32 (the fit's evaluations), the others in float64; the values are the float64
+ones to float32's precision. A fit returns its model's marginals in float64, and they match a
+fit run wholly in float64 far closer than any measured marginal's noise.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+import dpcurator.synth._model as model_module
+from dpcurator.synth import Marginal, fit_model
+from dpcurator.synth._model import JunctionTree, _normalised, _sum_middle
+from dpcurator.synth._threads import LEAST, limited
+
+SIZES = (8, 8, 8, 8, 8, 8, 3)  # the clique over the first six: 262,144 cells
+
+
+def _measurements(seed: int) -> list[Marginal]:
+    """Noisy 3-way marginals over the first six attributes, and the last with the first."""
+    rng = np.random.default_rng(seed)
+    data = rng.integers(0, 8, size=(3_000, len(SIZES))) % np.array(SIZES)
+    data[:, 1] = (data[:, 0] + rng.integers(0, 2, 3_000)) % 8
+    cliques = [*itertools.combinations(range(6), 3), (0, 6)]
+    out = []
+    for clique in cliques:
+        shape = tuple(SIZES[a] for a in clique)
+        counts = np.bincount(
+            np.ravel_multi_index(tuple(data[:, a] for a in clique), shape),
+            minlength=math.prod(shape),
+        ).astype(np.float64)
+        out.append(Marginal(clique, counts + rng.normal(0, 3.0, counts.size), 3.0))
+    return out
+
+
+def test_normalised_in_float32_is_the_float64_softmax_to_float32_precision() -> None:
+    rng = np.random.default_rng(7)
+    belief = rng.normal(0.0, 8.0, size=(64, 4_096))
+    belief[:10] = -np.inf  # pieces without mass
+    with limited(2):
+        exact, log_z = _normalised(belief)
+        compact, compact_log_z = _normalised(belief, np.float32)
+    assert compact.dtype == np.float32
+    assert exact.dtype == np.float64
+    # Float32 rounds the exponent, |belief - max| up to about 40 here: 6e-8 * 40 relative.
+    np.testing.assert_allclose(compact, exact, rtol=5e-6, atol=1e-30)
+    assert compact_log_z == pytest.approx(log_z, abs=1e-6)
+    assert float(np.sum(compact, dtype=np.float64)) == pytest.approx(1.0, abs=1e-6)
+
+
+def test_sum_middle_keeps_float32() -> None:
+    table = np.random.default_rng(3).random((6, 9, 7_000)).astype(np.float32)
+    with limited(2):
+        summed = _sum_middle(table)
+    assert summed.dtype == np.float32
+    np.testing.assert_array_equal(summed, np.einsum("ijk->ik", table))
+
+
+def test_compact_calibration_is_float32_for_large_cliques_only() -> None:
+    tree = JunctionTree(SIZES, [(0, 1, 2, 3, 4, 5), (0, 6)])
+    rng = np.random.default_rng(1)
+    potentials = [rng.normal(0.0, 2.0, tuple(SIZES[a] for a in c)) for c in tree.cliques]
+    exact = tree.calibrate(potentials)
+    compact = tree.calibrate(potentials, compact=True)
+    for clique, a, b in zip(tree.cliques, exact, compact, strict=True):
+        large = math.prod(SIZES[i] for i in clique) >= LEAST
+        assert b.dtype == (np.float32 if large else np.float64)
+        assert a.dtype == np.float64
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-30)
+    assert any(b.dtype == np.float32 for b in compact)
+    assert any(b.dtype == np.float64 for b in compact)
+
+
+def test_a_fit_returns_float64_marginals_that_match_a_float64_fit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    measurements = _measurements(0)
+    options = {"iterations": 60, "start": "uniform", "discrepancy": 1.0}
+    compact = fit_model(SIZES, measurements, **options)  # type: ignore[arg-type]
+    monkeypatch.setattr(model_module, "_COMPACT", np.float64)
+    exact = fit_model(SIZES, measurements, **options)  # type: ignore[arg-type]
+    assert max(math.prod(SIZES[a] for a in c) for c in compact.tree.cliques) >= LEAST
+    assert all(table.dtype == np.float64 for table in compact.marginals)
+    noise = 3.0 / 3_000  # a measured cell's noise, as a probability
+    for clique in [(0, 1, 2), (0, 6), (3, 4, 5)]:
+        a, b = compact.marginal(clique) / 3_000, exact.marginal(clique) / 3_000
+        assert float(np.max(np.abs(a - b))) < 1e-3 * noise
+    assert compact.loss == pytest.approx(exact.loss, rel=1e-6)
+    # Control: another noise draw moves the model by far more than the precision does.
+    other = fit_model(SIZES, _measurements(1), **options)  # type: ignore[arg-type]
+    moved = other.marginal((0, 1, 2)) / 3_000 - exact.marginal((0, 1, 2)) / 3_000
+    assert float(np.max(np.abs(moved))) > 0.1 * noise
