@@ -1,9 +1,10 @@
-"""The fit's working precision: large cliques' marginals in float32 while it runs, float64 after.
+"""The fit's working precision: large cliques' marginals in float32 in its accelerated phase.
 
 ``JunctionTree.calibrate(compact=True)`` returns the marginals of cliques of at least ``LEAST``
-cells in float32 (the fit's evaluations), the others in float64; the values are the float64
-ones to float32's precision. A fit returns its model's marginals in float64, and they match a
-fit run wholly in float64 far closer than any measured marginal's noise.
+cells in float32, the others in float64; the values are the float64 ones to float32's
+precision. A fit returns its model's marginals in float64, and they match a fit run wholly in
+float64 far closer than any measured marginal's noise; a fit without an accelerated phase is
+float64 throughout.
 """
 
 from __future__ import annotations
@@ -96,3 +97,21 @@ def test_a_fit_returns_float64_marginals_that_match_a_float64_fit(
     other = fit_model(SIZES, _measurements(1), **options)  # type: ignore[arg-type]
     moved = other.marginal((0, 1, 2)) / 3_000 - exact.marginal((0, 1, 2)) / 3_000
     assert float(np.max(np.abs(moved))) > 0.1 * noise
+
+
+def test_a_fit_without_accelerated_phase_is_float64_throughout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: list[bool] = []
+    calibrate = JunctionTree.calibrate
+
+    def spy(self: JunctionTree, potentials: list[np.ndarray], *, compact: bool = False) -> object:
+        seen.append(compact)
+        return calibrate(self, potentials, compact=compact)
+
+    monkeypatch.setattr(JunctionTree, "calibrate", spy)
+    fit_model(SIZES, _measurements(0), iterations=5, start="uniform")
+    assert seen and not any(seen)
+    seen.clear()  # control: with an accelerated phase, its evaluations are compact
+    fit_model(SIZES, _measurements(0), iterations=5, start="uniform", discrepancy=1.0)
+    assert any(seen)
