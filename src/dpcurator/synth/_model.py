@@ -24,9 +24,9 @@ measured cliques lacking one attribute are summed from one table with it summed 
 propagation divides a clique's marginal by a child's message instead of recomputing the other
 children's product. The gradient is kept as the terms whose broadcasts sum to it, and each trial
 step adds them to the potentials in one pass, a few cache-sized rows at a time; normalisation
-exponentiates and sums each piece of a table while it is in cache; in the accelerated phase
-the marginals of large cliques are float32 (half the memory traffic; the potentials, messages
-and losses stay float64). Passes over tables of at
+exponentiates and sums each piece of a table while it is in cache; a fit of accelerated steps
+only computes the marginals of large cliques in float32 (half the memory traffic; the
+potentials, messages and losses stay float64). Passes over tables of at
 least ``LEAST`` cells (:mod:`dpcurator.synth._threads`) are shared among threads, with the same
 results to the bit whatever their number.
 A fit may start from an earlier model's potentials (``warm_start``, as AIM's final fit does
@@ -314,16 +314,17 @@ class _Map:
 
 
 _COMPACT = np.float32
-"""The precision of the large cliques' marginals in a fit's accelerated phase.
+"""The precision of the large cliques' marginals in a fit of accelerated steps only.
 
 Half the memory traffic of float64, and ``exp`` about twice as fast: at Adult epsilon 10, whose
-model is one clique of 1,814,400 cells, AIM's fits between rounds (accelerated only) take 10 %
-less time. A cell's relative error is about ``6e-8 (1 + |theta - max theta|)`` (the exponent
-rounded to float32), 2e-6 at 30 below the largest, far below the noise of any measured
-marginal: over 6 AIM runs at Adult epsilon 3 the fitted models' errors moved by 1e-5. The
-potentials, messages and losses stay float64. The plain phase, whose stop compares losses 1 %
-apart, runs in float64 (in float32 that stop moved: 671 steps instead of 547 on one input),
-and the fitted model's marginals are float64.
+model is one clique of 1,814,400 cells, AIM's fits between rounds take 10 % less time. A cell's
+relative error is about ``6e-8 (1 + |theta - max theta|)`` (the exponent rounded to float32),
+2e-6 at 30 below the largest, far below the noise of any measured marginal; the potentials,
+messages and losses stay float64 and the fitted model's marginals are float64. Fits with a
+plain phase stay float64 throughout: that phase's stop compares losses 1 % apart, and in
+float32 it moved (AIM's final fit at Adult epsilon 3: 671 steps instead of 547 on one input;
+at epsilon 10 the models' 3-way error moved by +0.0001 over 4 seeds), so AIM's releases do
+not depend on this setting.
 """
 
 _BLOCK_CELLS = 4096
@@ -506,7 +507,7 @@ class JunctionTree:
         recomputed).
 
         ``compact``: the marginals of cliques of at least ``LEAST`` cells in float32
-        (``_COMPACT``, a fit's accelerated phase); the messages stay in float64.
+        (``_COMPACT``, in fits of accelerated steps only); the messages stay in float64.
         """
         maps = self._maps()
         up: dict[int, FloatArray] = {}
@@ -1072,10 +1073,11 @@ def fit_model(
         ``tau`` times its expected value at the true marginals, ``E L(mu*) = m / 2`` for ``m``
         measured cells (Morozov's discrepancy level: no fit needs to match the noisy
         marginals better than the truth does, so the fast phase, which overshoots, stops
-        there); plain mirror descent continues from that point. The accelerated phase works
-        on float32 marginals of the large cliques (``_COMPACT``), the plain phase in float64.
+        there); plain mirror descent continues from that point.
     plain_steps : int, optional
         Most plain steps after the accelerated phase (default: up to ``iterations`` in all).
+        With ``discrepancy`` and ``plain_steps=0`` (accelerated steps only, as AIM's fits
+        between rounds), the large cliques' marginals are float32 while it runs (``_COMPACT``).
     tolerance : float, default 0
         Stop once the last ``_WINDOW`` (50) plain steps lowered the loss by less than this
         fraction of it (0: run all the iterations).
@@ -1127,7 +1129,8 @@ def fit_model(
                 )
 
     objective = _Objective(tree, measurements, homes, total)
-    compact = discrepancy is not None  # float32 marginals in the accelerated phase (_COMPACT)
+    # An accelerated fit without a plain phase (AIM's between rounds) works in float32 (_COMPACT).
+    compact = discrepancy is not None and plain_steps == 0
     mu = tree.calibrate(theta, compact=compact)
     current = objective(mu)
     step = 1.0 / (total * max(1.0 / m.sigma**2 for m in measurements))
@@ -1158,14 +1161,11 @@ def fit_model(
             iterations=iterations,
             deadline=deadline,
             callback=callback,
+            compact=compact,
         )
         accelerated = done
     if plain_steps is not None:
         iterations = min(iterations, done + plain_steps)
-    if compact and done < iterations:  # the plain phase, and its stop, in float64
-        compact = False
-        mu = tree.calibrate(theta)
-        current = objective(mu)
     gradient = objective.gradient(current)
     history = [current.loss]
     for step_number in range(done + 1, iterations + 1):
@@ -1301,6 +1301,7 @@ def _accelerate(
     iterations: int,
     deadline: float | None,
     callback: Callable[[int, float], None] | None,
+    compact: bool,
 ) -> tuple[list[FloatArray], list[FloatArray], _Evaluation, float, int, bool]:
     """Accelerated mirror descent (FISTA, adaptive restart) until the loss is at most ``level``.
 
@@ -1308,8 +1309,9 @@ def _accelerate(
     (theta_k - theta_{k-1})``, ``beta_k = (t_k - 1) / t_{k+1}`` (Beck and Teboulle 2009); when
     it raises the loss above ``theta_k``'s, the momentum is dropped and the step is retaken
     from ``theta_k`` (O'Donoghue and Candès 2015). ``start``: the potentials, their marginals,
-    their evaluation and the step size. Returns the last point (the same four), the steps taken
-    and whether no step lowered the loss.
+    their evaluation and the step size; ``compact``: evaluate in float32 (see ``_COMPACT``).
+    Returns the last point (the same four), the steps taken and whether no step lowered the
+    loss.
     """
     theta, mu, current, step = start
     momentum = 1.0
@@ -1337,7 +1339,7 @@ def _accelerate(
             callback(done, current.loss)
         if beta > 0.0:
             point = [_extrapolated(t, p, beta) for t, p in zip(theta, previous, strict=True)]
-            point_eval = objective(tree.calibrate(point, compact=True))
+            point_eval = objective(tree.calibrate(point, compact=compact))
         else:
             point, point_eval = theta, current
     return theta, mu, current, step, done, False
