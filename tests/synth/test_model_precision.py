@@ -19,25 +19,14 @@ import dpcurator.synth._model as model_module
 from dpcurator.synth import Marginal, fit_model
 from dpcurator.synth._model import JunctionTree, _normalised, _sum_middle
 from dpcurator.synth._threads import LEAST, limited
+from tests.synth.conftest import noisy_marginals
 
 SIZES = (8, 8, 8, 8, 8, 8, 3)  # the clique over the first six: 262,144 cells
 
 
 def _measurements(seed: int) -> list[Marginal]:
     """Noisy 3-way marginals over the first six attributes, and the last with the first."""
-    rng = np.random.default_rng(seed)
-    data = rng.integers(0, 8, size=(3_000, len(SIZES))) % np.array(SIZES)
-    data[:, 1] = (data[:, 0] + rng.integers(0, 2, 3_000)) % 8
-    cliques = [*itertools.combinations(range(6), 3), (0, 6)]
-    out = []
-    for clique in cliques:
-        shape = tuple(SIZES[a] for a in clique)
-        counts = np.bincount(
-            np.ravel_multi_index(tuple(data[:, a] for a in clique), shape),
-            minlength=math.prod(shape),
-        ).astype(np.float64)
-        out.append(Marginal(clique, counts + rng.normal(0, 3.0, counts.size), 3.0))
-    return out
+    return noisy_marginals(SIZES, [*itertools.combinations(range(6), 3), (0, 6)], 3_000, seed)
 
 
 def test_normalised_in_float32_is_the_float64_softmax_to_float32_precision() -> None:

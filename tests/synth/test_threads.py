@@ -19,24 +19,14 @@ from dpcurator.errors import InvalidParameterError
 from dpcurator.synth import Marginal, fit_model
 from dpcurator.synth._model import _Map, _normalised, _plus_terms, _sum_middle
 from dpcurator.synth._threads import PIECE, in_pieces, in_rows, limited, threads
+from tests.synth.conftest import noisy_marginals
 
 SIZES = (8, 8, 8, 8, 8, 8)  # 262,144 cells: above the least handed to threads
 
 
 def _measurements(seed: int) -> list[Marginal]:
     """Noisy 3-way marginals of a random table over ``SIZES`` (their tree: one large clique)."""
-    rng = np.random.default_rng(seed)
-    data = rng.integers(0, 8, size=(2_000, len(SIZES)))
-    data[:, 1] = (data[:, 0] + rng.integers(0, 2, 2_000)) % 8  # some dependence
-    out = []
-    for clique in itertools.combinations(range(len(SIZES)), 3):
-        shape = tuple(SIZES[a] for a in clique)
-        counts = np.bincount(
-            np.ravel_multi_index(tuple(data[:, a] for a in clique), shape),
-            minlength=math.prod(shape),
-        ).astype(np.float64)
-        out.append(Marginal(clique, counts + rng.normal(0, 3.0, counts.size), 3.0))
-    return out
+    return noisy_marginals(SIZES, list(itertools.combinations(range(len(SIZES)), 3)), 2_000, seed)
 
 
 def test_a_fit_is_the_same_to_the_bit_with_one_thread_or_several() -> None:
