@@ -322,9 +322,9 @@ relative error is about ``6e-8 (1 + |theta - max theta|)`` (the exponent rounded
 2e-6 at 30 below the largest, far below the noise of any measured marginal; the potentials,
 messages and losses stay float64 and the fitted model's marginals are float64. Fits with a
 plain phase stay float64 throughout: that phase's stop compares losses 1 % apart, and in
-float32 it moved (AIM's final fit at Adult epsilon 3: 671 steps instead of 547 on one input;
-at epsilon 10 the models' 3-way error moved by +0.0001 over 4 seeds), so AIM's releases do
-not depend on this setting.
+float32 it moved (AIM's final fit at Adult epsilon 3: 671 steps instead of 547 on one input).
+AIM's releases change only where a round's choice flips on the rounding (Adult epsilon 10:
+one of two seeds).
 """
 
 _BLOCK_CELLS = 4096
