@@ -14,7 +14,9 @@ are ``level``.
 - ``warm_accel50``: from the previous round's model, accelerated;
 - ``factorisation100``: from the factorisation of the noisy marginals, accelerated;
 - ``independent_level``: from the product of the noisy one-way marginals, accelerated to the
-  discrepancy level.
+  discrepancy level;
+- ``level_float64``: ``level`` with the large cliques' marginals in float64 (as before session
+  19; the shipped round fits use float32, ``_COMPACT``).
 
 Usage::
 
@@ -34,12 +36,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import dpcurator.synth._model as model_module
 import dpcurator.synth._synthesize as aim_module
 from bench_synth import DATASETS, DELTA, attributes_of, encode, errors, open_session, parse_seeds
 from dpcurator.synth import synthesize
 
 SHIPPED_FIT = aim_module._fit
 SHIPPED_ROUND_FIT = aim_module._round_fit
+SHIPPED_PRECISION = model_module._COMPACT
 VARIANTS: dict[str, dict[str, Any]] = {
     "warm50": {"steps": 50, "from": "previous", "discrepancy": None, "start": "factorisation"},
     "warm_accel50": {"steps": 50, "from": "previous", "discrepancy": 1.0, "start": "factorisation"},
@@ -49,6 +53,14 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "level": {"steps": 100, "from": None, "discrepancy": 1.0, "start": "uniform", "plain": 0},
     "level10": {"steps": 100, "from": None, "discrepancy": 1.0, "start": "uniform", "plain": 10},
     "level25": {"steps": 100, "from": None, "discrepancy": 1.0, "start": "uniform", "plain": 25},
+    "level_float64": {
+        "steps": 100,
+        "from": None,
+        "discrepancy": 1.0,
+        "start": "uniform",
+        "plain": 0,
+        "precision": np.float64,
+    },
     "independent_level": {
         "steps": 100,
         "from": "oneways",
@@ -58,7 +70,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     },
 }
 """``from``: the model a round's fit is warm-started from (none, the previous round's, or the
-product of the noisy one-way marginals); ``start`` applies without one."""
+product of the noisy one-way marginals); ``start`` applies without one; ``precision``: the
+large cliques' marginals in the round fits (default: as shipped)."""
 
 
 def patch(variant: dict[str, Any]) -> None:
@@ -89,12 +102,14 @@ def patch(variant: dict[str, Any]) -> None:
 
     aim_module._fit = fit  # type: ignore[assignment]
     aim_module._round_fit = round_fit  # type: ignore[assignment]
+    model_module._COMPACT = variant.get("precision", SHIPPED_PRECISION)  # type: ignore[assignment]
 
 
 def unpatch() -> None:
     """Restore AIM's shipped fits."""
     aim_module._fit = SHIPPED_FIT  # type: ignore[assignment]
     aim_module._round_fit = SHIPPED_ROUND_FIT  # type: ignore[assignment]
+    model_module._COMPACT = SHIPPED_PRECISION
 
 
 def run(dataset: str, epsilon: float, seeds: list[int], name: str) -> str:

@@ -317,7 +317,7 @@ _COMPACT = np.float32
 """The precision of the large cliques' marginals in a fit of accelerated steps only.
 
 Half the memory traffic of float64, and ``exp`` about twice as fast: at Adult epsilon 10, whose
-model is one clique of 1,814,400 cells, AIM's fits between rounds take 10 % less time. A cell's
+model is one clique of 1,814,400 cells, AIM's fits between rounds take 7-12 % less time. A cell's
 relative error is about ``6e-8 (1 + |theta - max theta|)`` (the exponent rounded to float32),
 2e-6 at 30 below the largest, far below the noise of any measured marginal; the potentials,
 messages and losses stay float64 and the fitted model's marginals are float64. Fits with a
