@@ -74,7 +74,7 @@ from dpcurator.errors import InvalidParameterError
 from dpcurator.noise import RandomSource, resolve_source, uniform_integers
 from dpcurator.synth._threads import LEAST as _LEAST
 from dpcurator.synth._threads import PIECE as _PIECE
-from dpcurator.synth._threads import in_pieces, in_rows
+from dpcurator.synth._threads import in_pieces, in_rows, pieces
 
 __all__ = ["JunctionTree", "Marginal", "Model", "fit_model", "junction_tree_size"]
 
@@ -139,34 +139,52 @@ def _normalised(
     """Return ``exp(belief) / Z`` as a new ``dtype`` table, and ``log Z`` (``Z``: sum of ``exp``).
 
     Two passes, by pieces in threads: each piece ``P`` is exponentiated from its own maximum
-    ``m_P`` and summed while in cache, then scaled by ``exp(m_P - m) / Z`` (``m`` the largest
-    ``m_P``, ``Z`` the sum of the pieces' sums so scaled): the same values as from ``m``. In
-    float32 (``dtype``), ``belief - m_P`` is computed in float64 and rounded once.
+    ``m_P`` and summed while in cache (:func:`_exp_part`), then scaled by ``exp(m_P - m) / Z``
+    (``m`` the largest ``m_P``, ``Z`` the sum of the pieces' sums so scaled; :func:`_rescaled`):
+    the same values as from ``m``. In float32 (``dtype``), ``belief - m_P`` is computed in
+    float64 and rounded once.
     """
     flat = belief.reshape(-1)
     weights = np.empty(belief.shape, dtype=dtype)
     into = weights.reshape(-1)
+    stats = in_pieces(lambda part: _exp_part(flat[part], into[part]), flat.size)
+    return weights, _rescaled(into, pieces(flat.size), stats)
 
-    def first(part: slice) -> tuple[float, float]:
-        top = float(np.max(flat[part]))
-        if top == -math.inf:  # no mass in this piece (a message of zeros)
-            into[part] = 0.0
-            return top, 0.0
-        np.subtract(flat[part], top, out=into[part], casting="same_kind")
-        np.exp(into[part], out=into[part])
-        return top, float(np.sum(into[part]))
 
-    pieces = in_pieces(first, flat.size)
-    top = max(piece_top for piece_top, _ in pieces)
-    factors = [math.exp(piece_top - top) for piece_top, _ in pieces]
-    total = sum(f * piece_sum for f, (_, piece_sum) in zip(factors, pieces, strict=True))
+def _exp_part(cells: FloatArray, into: NDArray[np.floating]) -> tuple[float, float]:
+    """Write ``exp(cells - m)`` into ``into`` (``m``: the cells' maximum); return ``m`` and the sum.
+
+    Cells all ``-inf`` (no mass, as in a message of zeros) give zeros, ``m = -inf`` and sum 0.
+    """
+    top = float(np.max(cells))
+    if top == -math.inf:
+        into[...] = 0.0
+        return top, 0.0
+    np.subtract(cells, top, out=into, casting="same_kind")
+    np.exp(into, out=into)
+    return top, float(np.sum(into))
+
+
+def _rescaled(
+    flat: NDArray[np.floating], parts: Sequence[slice], stats: Sequence[tuple[float, float]]
+) -> float:
+    """Normalise ``flat``, whose parts hold ``exp(x - m_P)`` (``stats``: each ``m_P`` and sum).
+
+    Each part is multiplied by ``exp(m_P - m) / Z`` in place (threads by runs of parts), ``m``
+    the largest ``m_P`` and ``Z`` the sum of the parts' sums so scaled; returns ``log Z + m``,
+    the log of the sum of ``exp(x)``.
+    """
+    top = max(part_top for part_top, _ in stats)
+    factors = [math.exp(part_top - top) for part_top, _ in stats]
+    total = sum(f * part_sum for f, (_, part_sum) in zip(factors, stats, strict=True))
     scales = [f / total for f in factors]
 
-    def second(part: slice) -> None:
-        np.multiply(into[part], scales[part.start // _PIECE], out=into[part])
+    def scale(run: slice) -> None:
+        for i in range(run.start, run.stop):
+            np.multiply(flat[parts[i]], scales[i], out=flat[parts[i]])
 
-    in_pieces(second, flat.size)
-    return weights, top + math.log(total)
+    in_rows(scale, len(parts), flat.size)
+    return top + math.log(total)
 
 
 def _shape(attrs: Clique, target: Clique, sizes: Sequence[int]) -> tuple[int, ...]:
@@ -326,6 +344,12 @@ float32 it moved (AIM's final fit at Adult epsilon 3: 671 steps instead of 547 o
 AIM's releases change only where a round's choice flips on the rounding (Adult epsilon 10:
 one of two seeds).
 """
+
+
+def _marginal_dtype(cells: int, compact: bool) -> type[np.floating]:
+    """Return the precision of a marginal of ``cells`` cells (``compact``: see ``_COMPACT``)."""
+    return _COMPACT if compact and cells >= _LEAST else np.float64
+
 
 _BLOCK_CELLS = 4096
 """Least cells of a table that ``_Map`` sums block by block (smaller ones: by ``bincount``)."""
@@ -525,8 +549,7 @@ class JunctionTree:
             belief = partial[node]
             if self.parent[node] is not None:
                 belief = maps[node][0].added(down[node], belief)
-            dtype = _COMPACT if compact and belief.size >= _LEAST else np.float64
-            beliefs[node], log_z = _normalised(belief, dtype)
+            beliefs[node], log_z = _normalised(belief, _marginal_dtype(belief.size, compact))
             for child in self.children[node]:
                 sums = maps[child][1].project(beliefs[node])
                 with np.errstate(divide="ignore"):
@@ -1140,8 +1163,7 @@ def fit_model(
     ) -> tuple[list[FloatArray], list[FloatArray], _Evaluation, float] | None:
         """One step from ``theta`` with Armijo backtracking (None: no step lowers the loss)."""
         for _ in range(_BACKTRACKS):
-            trial = _stepped(theta, gradient, -step)
-            trial_mu = tree.calibrate(trial, compact=compact)
+            trial, trial_mu = _calibrated_step(tree, theta, gradient, -step, compact)
             evaluated = objective(trial_mu)
             if at.loss - evaluated.loss >= 0.5 * objective.predicted(at, evaluated):
                 return trial, trial_mu, evaluated, step
@@ -1211,11 +1233,42 @@ def _stepped(theta: list[FloatArray], gradient: _Gradient, scale: float) -> list
     for table, terms in zip(theta, gradient, strict=True):
         if not terms:
             stepped.append(table)
-        elif len(terms) == 1 and terms[0][0].keep == terms[0][0].attrs:  # the gradient itself
+        elif _by_terms(terms):
+            stepped.append(_plus_terms(table, terms, scale)[0])
+        else:  # the gradient itself
             stepped.append(_axpy(scale, terms[0][1].reshape(table.shape), table))
-        else:
-            stepped.append(_plus_terms(table, terms, scale))
     return stepped
+
+
+def _by_terms(terms: list[tuple[_Map, FloatArray]]) -> bool:
+    """Whether a clique's gradient is added term by term (not one table of the clique's own)."""
+    return len(terms) > 1 or (len(terms) == 1 and terms[0][0].keep != terms[0][0].attrs)
+
+
+def _calibrated_step(
+    tree: JunctionTree,
+    theta: list[FloatArray],
+    gradient: _Gradient,
+    scale: float,
+    compact: bool,
+) -> tuple[list[FloatArray], list[FloatArray]]:
+    """Return ``theta + scale * gradient`` and its cliques' marginals (``tree.calibrate``).
+
+    A tree of one clique whose gradient is added term by term (a large table) is stepped and
+    exponentiated row by row in one pass (:func:`_plus_terms`): the new potentials are not
+    read again to be exponentiated. Each row is exponentiated from its own maximum, where
+    ``calibrate`` takes flat pieces: the same marginals up to rounding.
+    """
+    if len(theta) == 1 and _by_terms(gradient[0]):
+        table = theta[0]
+        weights = np.empty(table.shape, dtype=_marginal_dtype(table.size, compact))
+        stepped, stats = _plus_terms(table, gradient[0], scale, weights)
+        width = table.size // len(stats)
+        rows = [slice(i * width, (i + 1) * width) for i in range(len(stats))]
+        _rescaled(weights.reshape(-1), rows, stats)
+        return [stepped], [weights]
+    stepped_theta = _stepped(theta, gradient, scale)
+    return stepped_theta, tree.calibrate(stepped_theta, compact=compact)
 
 
 def _axpy(scale: float, x: FloatArray, y: FloatArray) -> FloatArray:
@@ -1226,13 +1279,18 @@ def _axpy(scale: float, x: FloatArray, y: FloatArray) -> FloatArray:
 
 
 def _plus_terms(
-    table: FloatArray, terms: list[tuple[_Map, FloatArray]], scale: float
-) -> FloatArray:
+    table: FloatArray,
+    terms: list[tuple[_Map, FloatArray]],
+    scale: float,
+    weights: NDArray[np.floating] | None = None,
+) -> tuple[FloatArray, list[tuple[float, float]]]:
     """Return ``table + scale * sum of the terms' broadcasts`` as a new table, in one pass.
 
     A few leading rows at a time (about ``_PIECE`` cells), the table's row is copied and the
     terms' broadcasts (of their values scaled beforehand) are added to it while in cache (in
-    threads, by rows): each cell is the same sum whatever the threads.
+    threads, by rows): each cell is the same sum whatever the threads. With ``weights`` (a
+    table of the same shape), each new row is also exponentiated into it (:func:`_exp_part`),
+    and the rows' maxima and sums are returned in order, for :func:`_rescaled` (none without).
     """
     shape = table.shape
     lead = next(k for k in range(len(shape) + 1) if math.prod(shape[k:]) <= _PIECE)
@@ -1240,16 +1298,19 @@ def _plus_terms(
     out = np.empty(shape)
     sources = [_rows_of(term, values * scale, lead) for term, values in terms]
 
-    def run(part: slice) -> None:
+    def run(part: slice) -> list[tuple[float, float]]:
+        stats = []
         for row in range(part.start, part.stop):
             at = np.unravel_index(row, shape[:lead])
             into = out[at]
             np.copyto(into, table[at])
             for source in sources:
                 into += source(at)
+            if weights is not None:
+                stats.append(_exp_part(into, weights[at]))
+        return stats
 
-    in_rows(run, rows, out.size)
-    return out
+    return out, [row for part in in_rows(run, rows, out.size) for row in part]
 
 
 def _rows_of(
@@ -1271,18 +1332,50 @@ def _rows_of(
     return lambda at: np.take(flat, index[tuple(at[i] for i in positions)], mode="clip")
 
 
-def _extrapolated(current: FloatArray, previous: FloatArray, beta: float) -> FloatArray:
-    """Return ``current + beta * (current - previous)`` as a new table (in threads, by pieces)."""
+def _extrapolated(
+    current: FloatArray,
+    previous: FloatArray,
+    beta: float,
+    weights: NDArray[np.floating] | None = None,
+) -> tuple[FloatArray, list[tuple[float, float]]]:
+    """Return ``current + beta * (current - previous)`` as a new table (in threads, by pieces).
+
+    With ``weights``, each new piece is also exponentiated into it (:func:`_exp_part`); the
+    pieces' maxima and sums are returned in order, for :func:`_rescaled` (none without).
+    """
     out = np.empty(current.shape)
     flat, now, before = out.reshape(-1), current.reshape(-1), previous.reshape(-1)
+    into = None if weights is None else weights.reshape(-1)
 
-    def piece(part: slice) -> None:
+    def piece(part: slice) -> tuple[float, float] | None:
         np.subtract(now[part], before[part], out=flat[part])
         flat[part] *= beta
         flat[part] += now[part]
+        return None if into is None else _exp_part(flat[part], into[part])
 
-    in_pieces(piece, flat.size)
-    return out
+    stats = in_pieces(piece, flat.size)
+    return out, [s for s in stats if s is not None]
+
+
+def _calibrated_extrapolation(
+    tree: JunctionTree,
+    current: list[FloatArray],
+    previous: list[FloatArray],
+    beta: float,
+    compact: bool,
+) -> tuple[list[FloatArray], list[FloatArray]]:
+    """Return the extrapolated potentials (:func:`_extrapolated`) and their cliques' marginals.
+
+    A tree of one clique of at least ``_LEAST`` cells is extrapolated and exponentiated piece
+    by piece in one pass, as ``calibrate`` would exponentiate it (the same pieces).
+    """
+    if len(current) == 1 and current[0].size >= _LEAST:
+        weights = np.empty(current[0].shape, dtype=_marginal_dtype(current[0].size, compact))
+        point, stats = _extrapolated(current[0], previous[0], beta, weights)
+        _rescaled(weights.reshape(-1), pieces(weights.size), stats)
+        return [point], [weights]
+    points = [_extrapolated(t, p, beta)[0] for t, p in zip(current, previous, strict=True)]
+    return points, tree.calibrate(points, compact=compact)
 
 
 _Descend = Callable[
@@ -1338,8 +1431,8 @@ def _accelerate(
         if callback is not None:
             callback(done, current.loss)
         if beta > 0.0:
-            point = [_extrapolated(t, p, beta) for t, p in zip(theta, previous, strict=True)]
-            point_eval = objective(tree.calibrate(point, compact=compact))
+            point, point_mu = _calibrated_extrapolation(tree, theta, previous, beta, compact)
+            point_eval = objective(point_mu)
         else:
             point, point_eval = theta, current
     return theta, mu, current, step, done, False

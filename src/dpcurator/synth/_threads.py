@@ -37,7 +37,7 @@ from typing import TypeVar
 
 from dpcurator.errors import InvalidParameterError
 
-__all__ = ["LEAST", "PIECE", "in_pieces", "in_rows", "limited", "threads"]
+__all__ = ["LEAST", "PIECE", "in_pieces", "in_rows", "limited", "pieces", "threads"]
 
 T = TypeVar("T")
 
@@ -133,14 +133,18 @@ def _run(work: Callable[[slice], T], parts: list[slice], count: int) -> list[T]:
     return first + [result for other in others for result in other.result()]
 
 
-def in_pieces(work: Callable[[slice], T], cells: int) -> list[T]:
-    """Return ``[work(piece) for piece in pieces]`` over flat pieces of ``range(cells)``.
+def pieces(cells: int) -> list[slice]:
+    """Return the flat pieces of ``range(cells)``: ``PIECE`` cells each, the last one shorter."""
+    return [slice(start, min(start + PIECE, cells)) for start in range(0, cells, PIECE)]
 
-    The pieces depend on ``cells`` only (``PIECE`` cells each, the last one shorter), so
-    partial results combined in order do not depend on the number of threads.
+
+def in_pieces(work: Callable[[slice], T], cells: int) -> list[T]:
+    """Return ``[work(piece) for piece in pieces(cells)]``, the pieces worked on in threads.
+
+    The pieces depend on ``cells`` only, so partial results combined in order do not depend on
+    the number of threads.
     """
-    parts = [slice(start, min(start + PIECE, cells)) for start in range(0, cells, PIECE)]
-    return _run(work, parts, threads() if cells >= LEAST else 1)
+    return _run(work, pieces(cells), threads() if cells >= LEAST else 1)
 
 
 def in_rows(work: Callable[[slice], T], rows: int, cells: int) -> list[T]:
