@@ -86,7 +86,15 @@ _BACKTRACKS = 20
 _WINDOW = 50
 """Steps over which ``fit_model``'s convergence test compares the loss."""
 _GROW = 1.5
-"""Each step first tries the last accepted step size times this."""
+"""Each step first tries the last accepted step size times this (see ``_GROW_LARGE``)."""
+_GROW_LARGE = 1.25
+"""The growth of the step size on a model with a clique of at least ``_LEAST`` cells.
+
+There a trial step costs milliseconds, and about 0.6 per step were rejected with ``_GROW``:
+a slower growth wastes fewer (AIM at Adult epsilon 10: 0.82x the time, 4 seeds). On smaller
+models the trials are cheap and ``_GROW`` is kept: there 1.25 changed where AIM's capped round
+fits and the final fit's 1 % rule stop (CPS, epsilon 0.3: the 3-way error +0.0009 over 32 seeds).
+"""
 _SHRINK = 0.5
 """The line search multiplies a rejected step size by this."""
 
@@ -1157,6 +1165,7 @@ def fit_model(
     mu = tree.calibrate(theta, compact=compact)
     current = objective(mu)
     step = 1.0 / (total * max(1.0 / m.sigma**2 for m in measurements))
+    grow = _GROW_LARGE if max(map(math.prod, shapes)) >= _LEAST else _GROW
 
     def descend(
         theta: list[FloatArray], at: _Evaluation, gradient: _Gradient, step: float
@@ -1184,6 +1193,7 @@ def fit_model(
             deadline=deadline,
             callback=callback,
             compact=compact,
+            grow=grow,
         )
         accelerated = done
     if plain_steps is not None:
@@ -1193,7 +1203,7 @@ def fit_model(
     for step_number in range(done + 1, iterations + 1):
         if converged or (deadline is not None and time.monotonic() > deadline):
             break
-        found = descend(theta, current, gradient, step * _GROW)
+        found = descend(theta, current, gradient, step * grow)
         if found is None:  # no step decreases the loss beyond rounding: converged
             break
         theta, mu, current, step = found
@@ -1395,6 +1405,7 @@ def _accelerate(
     deadline: float | None,
     callback: Callable[[int, float], None] | None,
     compact: bool,
+    grow: float,
 ) -> tuple[list[FloatArray], list[FloatArray], _Evaluation, float, int, bool]:
     """Accelerated mirror descent (FISTA, adaptive restart) until the loss is at most ``level``.
 
@@ -1402,9 +1413,9 @@ def _accelerate(
     (theta_k - theta_{k-1})``, ``beta_k = (t_k - 1) / t_{k+1}`` (Beck and Teboulle 2009); when
     it raises the loss above ``theta_k``'s, the momentum is dropped and the step is retaken
     from ``theta_k`` (O'Donoghue and Candès 2015). ``start``: the potentials, their marginals,
-    their evaluation and the step size; ``compact``: evaluate in float32 (see ``_COMPACT``).
-    Returns the last point (the same four), the steps taken and whether no step lowered the
-    loss.
+    their evaluation and the step size; ``compact``: evaluate in float32 (see ``_COMPACT``);
+    ``grow``: each step's first trial is the last step size times this. Returns the last point
+    (the same four), the steps taken and whether no step lowered the loss.
     """
     theta, mu, current, step = start
     momentum = 1.0
@@ -1413,7 +1424,7 @@ def _accelerate(
     while done < iterations and current.loss > level:
         if deadline is not None and time.monotonic() > deadline:
             break
-        found = descend(point, point_eval, objective.gradient(point_eval), step * _GROW)
+        found = descend(point, point_eval, objective.gradient(point_eval), step * grow)
         if found is None:
             if point is theta:
                 return theta, mu, current, step, done, True
