@@ -162,6 +162,19 @@ def errors(true: np.ndarray, synth: np.ndarray, sizes: list[int], target: int) -
     return {"l1_3way": float(np.mean(three)), "l1_target": float(np.mean(two))}
 
 
+def scored_aim(dataset: str, epsilon: float, seed: int) -> tuple[float, float, float, int]:
+    """One AIM release on ``dataset``: its 3-way and target errors, its wall seconds and rounds."""
+    table, target = DATASETS[dataset]()
+    names, sizes = attributes_of(table)
+    with open_session(table, seed) as session:
+        start = time.perf_counter()
+        released = synthesize(session, epsilon=epsilon, delta=DELTA, method="aim")
+        seconds = time.perf_counter() - start
+    true = encode(table.source, table, names)
+    got = errors(true, encode(released.table, table, names), sizes, names.index(target))
+    return got["l1_3way"], got["l1_target"], seconds, released.rounds
+
+
 def _children_cpu() -> float:
     """CPU seconds (user + system) of the finished child processes so far."""
     used = resource.getrusage(resource.RUSAGE_CHILDREN)

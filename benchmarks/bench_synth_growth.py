@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -24,27 +23,18 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import dpcurator.synth._model as model_module
-from bench_synth import DATASETS, DELTA, attributes_of, encode, errors, open_session, parse_seeds
-from dpcurator.synth import synthesize
+from bench_synth import DATASETS, parse_seeds, scored_aim
 
 SHIPPED = model_module._GROW_LARGE
 
 
 def run(dataset: str, epsilon: float, seed: int, grow: float) -> tuple[float, float, float, int]:
     """One AIM release with ``_GROW_LARGE = grow``: its 3-way and target errors, seconds, rounds."""
-    table, target = DATASETS[dataset]()
-    names, sizes = attributes_of(table)
     model_module._GROW_LARGE = grow  # type: ignore[misc]
     try:
-        with open_session(table, seed) as session:
-            start = time.perf_counter()
-            released = synthesize(session, epsilon=epsilon, delta=DELTA, method="aim")
-            seconds = time.perf_counter() - start
+        return scored_aim(dataset, epsilon, seed)
     finally:
         model_module._GROW_LARGE = SHIPPED  # type: ignore[misc]
-    true = encode(table.source, table, names)
-    got = errors(true, encode(released.table, table, names), sizes, names.index(target))
-    return got["l1_3way"], got["l1_target"], seconds, released.rounds
 
 
 def main() -> None:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import dpcurator.synth._model as model_module
 import dpcurator.synth._synthesize as aim_module
-from bench_synth import DATASETS, DELTA, attributes_of, encode, errors, open_session, parse_seeds
-from dpcurator.synth import synthesize
+from bench_synth import DATASETS, parse_seeds, scored_aim
 
 SHIPPED_FIT = aim_module._fit
 SHIPPED_ROUND_FIT = aim_module._round_fit
@@ -113,21 +111,14 @@ def unpatch() -> None:
 
 
 def run(dataset: str, epsilon: float, seeds: list[int], name: str) -> str:
-    table, target_name = DATASETS[dataset]()
-    names, sizes = attributes_of(table)
-    true = encode(table.source, table, names)
     rows = []
     for seed in seeds:
         patch(VARIANTS[name])
         try:
-            with open_session(table, seed) as session:
-                start = time.perf_counter()
-                released = synthesize(session, epsilon=epsilon, delta=DELTA, method="aim")
-                seconds = time.perf_counter() - start
+            three, target, seconds, rounds = scored_aim(dataset, epsilon, seed)
         finally:
             unpatch()
-        got = errors(true, encode(released.table, table, names), sizes, names.index(target_name))
-        rows.append((got["l1_3way"], got["l1_target"], released.rounds, seconds))
+        rows.append((three, target, rounds, seconds))
     a = np.array(rows)
     se = a.std(axis=0) / np.sqrt(len(a))
     return (
