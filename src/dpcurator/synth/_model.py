@@ -91,9 +91,10 @@ _GROW_LARGE = 1.25
 """The growth of the step size on a model with a clique of at least ``_LEAST`` cells.
 
 There a trial step costs milliseconds, and about 0.6 per step were rejected with ``_GROW``:
-a slower growth wastes fewer (AIM at Adult epsilon 10: 0.82x the time, 4 seeds). On smaller
-models the trials are cheap and ``_GROW`` is kept: there 1.25 changed where AIM's capped round
-fits and the final fit's 1 % rule stop (CPS, epsilon 0.3: the 3-way error +0.0009 over 32 seeds).
+a slower growth wastes fewer (AIM at Adult epsilon 10: 0.82x the time over 8 seeds, epsilon
+3: 0.87x over 12, the errors unchanged within their noise). On smaller models the trials are
+cheap and ``_GROW`` is kept: there 1.25 changed where AIM's capped round fits and the final
+fit's 1 % rule stop (CPS, epsilon 0.3: the 3-way error +0.0009 over 32 seeds).
 """
 _SHRINK = 0.5
 """The line search multiplies a rejected step size by this."""
