@@ -24,9 +24,12 @@ measured cliques lacking one attribute are summed from one table with it summed 
 propagation divides a clique's marginal by a child's message instead of recomputing the other
 children's product. The gradient is kept as the terms whose broadcasts sum to it, and each trial
 step adds them to the potentials in one pass, a few cache-sized rows at a time; normalisation
-exponentiates and sums each piece of a table while it is in cache; a fit of accelerated steps
-only computes the marginals of large cliques in float32 (half the memory traffic; the
-potentials, messages and losses stay float64). Passes over tables of at
+exponentiates and sums each piece of a table while it is in cache, and on a model of one clique
+(AIM's at Adult epsilon 3 and 10: the whole domain) a trial step or an extrapolation is
+exponentiated in the pass that builds it; a fit of accelerated steps only computes the
+marginals of large cliques in float32 (half the memory traffic; the potentials, messages and
+losses stay float64); on models with a large clique the step size grows more slowly between
+steps (``_GROW_LARGE``: fewer rejected trials, each costly there). Passes over tables of at
 least ``LEAST`` cells (:mod:`dpcurator.synth._threads`) are shared among threads, with the same
 results to the bit whatever their number.
 A fit may start from an earlier model's potentials (``warm_start``, as AIM's final fit does
@@ -1377,10 +1380,10 @@ def _calibrated_extrapolation(
 ) -> tuple[list[FloatArray], list[FloatArray]]:
     """Return the extrapolated potentials (:func:`_extrapolated`) and their cliques' marginals.
 
-    A tree of one clique of at least ``_LEAST`` cells is extrapolated and exponentiated piece
-    by piece in one pass, as ``calibrate`` would exponentiate it (the same pieces).
+    A tree of one clique is extrapolated and exponentiated piece by piece in one pass: the
+    same pieces and arithmetic as ``calibrate``'s, so the same marginals to the bit.
     """
-    if len(current) == 1 and current[0].size >= _LEAST:
+    if len(current) == 1:
         weights = np.empty(current[0].shape, dtype=_marginal_dtype(current[0].size, compact))
         point, stats = _extrapolated(current[0], previous[0], beta, weights)
         _rescaled(weights.reshape(-1), pieces(weights.size), stats)
