@@ -326,9 +326,13 @@ def test_aims_round_fits_start_afresh_and_stop_at_the_discrepancy_level(
 
     monkeypatch.setattr(module, "fit_model", recording)
     with _session() as session:
-        synthesize(session, epsilon=3.0, method="aim", iterations=200, time_limit=time_limit)
+        synth = synthesize(
+            session, epsilon=3.0, method="aim", iterations=200, time_limit=time_limit
+        )
     (_, oneways), *rounds, (final, _) = calls
     assert rounds
+    # A fit after each round but the last; that one only with a time limit, to continue from.
+    assert len(rounds) == synth.rounds - (time_limit is None)
     # The rounds: each from uniform (a warm start fits new measurements too little), with
     # accelerated steps only, up to the discrepancy level or a tenth of the iterations.
     for options, model in rounds:

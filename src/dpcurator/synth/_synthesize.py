@@ -730,14 +730,15 @@ def _aim(
         )
         gauss = Fraction(1) / (2 * Fraction(sigma) ** 2) if not terminate else budget.left
         unit = budget.gaussian(gauss)
-        before = model.marginal(chosen)
         measurements.append(context.measure(chosen, _spent(unit)))
-        model = _round_fit(context, measurements)
         rounds += 1
-        query = context.queries[chosen]
-        moved = float(np.abs(model.marginal(chosen) - before).sum())
-        if moved <= _SQRT_2_PI * unit * math.sqrt(query.l2sq) * query.cells:
-            sigma, eps = sigma / 2, eps * 2
+        if not terminate or context.deadline is not None:  # else the final fit starts afresh
+            before = model.marginal(chosen)
+            model = _round_fit(context, measurements)
+            query = context.queries[chosen]
+            moved = float(np.abs(model.marginal(chosen) - before).sum())
+            if moved <= _SQRT_2_PI * unit * math.sqrt(query.l2sq) * query.cells:
+                sigma, eps = sigma / 2, eps * 2
         context.progress(
             f"round {rounds}: measured {', '.join(context.attrs[i].name for i in chosen)}"
         )
