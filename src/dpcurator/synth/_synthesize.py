@@ -434,8 +434,9 @@ def synthesize(
         reaches its expected value at the true marginals (the discrepancy principle), and
         stops there (a fit continued from the previous round's model fits the newest
         measurement too little in a round's steps). The final fit starts afresh too, with
-        plain steps after the accelerated ones; with a ``time_limit`` it continues from the
-        last round's model instead (fewer steps).
+        accelerated steps down to 0.8 of that level and plain steps after them (AIM fits no
+        model after its last round); with a ``time_limit`` it continues from the last round's
+        model instead (fewer steps).
     time_limit : float, optional
         Seconds: AIM measures no new marginal after it (its unspent share is not refunded) and
         every fit stops at it; the final fit still runs 50 steps.
