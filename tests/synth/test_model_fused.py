@@ -1,10 +1,9 @@
-"""A one-clique model's step in one pass, and the step size's growth on large models.
+"""A one-clique model's extrapolation in one pass, and the step size's growth on large models.
 
-On a model of one large clique, a trial step (``_calibrated_step``) and an extrapolation
-(``_calibrated_extrapolation``) exponentiate the new potentials in the pass that builds them.
-They return the potentials of the two-pass path (``_stepped`` or ``_extrapolated``, then
-``JunctionTree.calibrate``) and its marginals, up to rounding for a step (rows instead of flat
-pieces) and to the bit for an extrapolation (the same pieces), in float64 and in float32. A fit
+On a model of one large clique, the momentum's extrapolation (``_calibrated_extrapolation``)
+exponentiates the new potentials in the pass that builds them. It returns the potentials of
+the two-pass path (``_extrapolated``, then ``JunctionTree.calibrate``) and its marginals to the
+bit (the same pieces), in float64 and in float32. A fit
 on a model with a clique of at least ``LEAST`` cells grows its step size by ``_GROW_LARGE``,
 and a fit on a smaller model by ``_GROW`` alone.
 """
@@ -19,11 +18,9 @@ from dpcurator.synth import fit_model
 from dpcurator.synth._model import (
     JunctionTree,
     _calibrated_extrapolation,
-    _calibrated_step,
     _extrapolated,
     _merged,
     _Objective,
-    _stepped,
     _total,
 )
 from dpcurator.synth._threads import limited
@@ -42,22 +39,6 @@ def _one_clique() -> tuple[JunctionTree, list[np.ndarray], model_module._Gradien
     gradient = objective.gradient(objective(tree.calibrate(theta)))
     assert len(tree.cliques) == 1 and len(gradient[0]) > 1
     return tree, theta, gradient
-
-
-@pytest.mark.parametrize(("compact", "rtol"), [(False, 1e-12), (True, 5e-6)])
-def test_a_step_in_one_pass_is_the_two_pass_step(compact: bool, rtol: float) -> None:
-    tree, theta, gradient = _one_clique()
-    with limited(2):
-        stepped, marginals = _calibrated_step(tree, theta, gradient, -0.3, compact)
-        expected = _stepped(theta, gradient, -0.3)
-        expected_marginals = tree.calibrate(expected, compact=compact)
-        other = _calibrated_step(tree, theta, gradient, -0.6, compact)[1]
-    np.testing.assert_array_equal(stepped[0], expected[0])
-    assert marginals[0].dtype == expected_marginals[0].dtype
-    np.testing.assert_allclose(marginals[0], expected_marginals[0], rtol=rtol, atol=1e-30)
-    assert float(np.sum(marginals[0], dtype=np.float64)) == pytest.approx(1.0, abs=1e-6)
-    # Negative control: twice the step gives other marginals, beyond that tolerance.
-    assert not np.allclose(other[0], expected_marginals[0], rtol=100 * rtol, atol=1e-30)
 
 
 @pytest.mark.parametrize(("compact", "rtol"), [(False, 1e-12), (True, 5e-6)])
