@@ -1,13 +1,14 @@
 """One of the fit's settings, paired by seed: AIM with the shipped value against another.
 
-The settings: ``_GROW_LARGE`` (the step size's growth on models with a clique of at least
-``LEAST`` cells, session 20; before it, 1.5) and ``_FINAL_DISCREPANCY`` (the multiple of the
-discrepancy level where AIM's final fit turns from accelerated to plain steps, session 21;
-before it, 1.0). For each seed, AIM runs twice in this one process, once with the shipped value
-and once with ``--against``, the order alternating from seed to seed. Printed per seed: the
-synthetic table's 3-way and target-workload errors (as ``bench_synth.py`` scores them), the wall
-seconds and AIM's rounds; then the paired differences (shipped - against, mean ± standard
-error) and the ratio of the summed seconds.
+The settings: ``_COMPACT_POTENTIALS`` (the large potentials in float32 in AIM's fits between
+rounds, session 22; before it, float64: ``--against 0``), ``_GROW_LARGE`` (the step size's growth
+on models with a clique of at least ``LEAST`` cells, session 20; before it, 1.5) and
+``_FINAL_DISCREPANCY`` (the multiple of the discrepancy level where AIM's final fit turns from
+accelerated to plain steps, session 21; before it, 1.0). For each seed, AIM runs twice in this one
+process, once with the shipped value and once with ``--against``, the order alternating from seed
+to seed. Printed per seed: the synthetic table's 3-way and target-workload errors (as
+``bench_synth.py`` scores them), the wall seconds and AIM's rounds; then the paired differences
+(shipped - against, mean ± standard error) and the ratio of the summed seconds.
 
 Usage::
 
@@ -35,6 +36,7 @@ from bench_synth import DATASETS, parse_seeds, scored_aim
 SETTINGS: dict[str, ModuleType] = {
     "_GROW_LARGE": model_module,
     "_FINAL_DISCREPANCY": aim_module,
+    "_COMPACT_POTENTIALS": model_module,
 }
 """Each setting and the module that holds it."""
 

@@ -1,10 +1,10 @@
-"""The fit's working precision: large cliques' marginals in float32 in accelerated-only fits.
+"""The fit's working precision: large cliques in float32 in accelerated-only fits.
 
 ``JunctionTree.calibrate(compact=True)`` returns the marginals of cliques of at least ``LEAST``
 cells in float32, the others in float64; the values are the float64 ones to float32's
-precision. Only a fit of accelerated steps (``plain_steps=0``) uses them; it returns its
-model's marginals in float64, and they match a fit run wholly in float64 far closer than any
-measured marginal's noise.
+precision. Only a fit of accelerated steps (``plain_steps=0``) uses them, and keeps those
+cliques' potentials in float32 too; it returns its model's marginals in float64, and they match
+a fit run wholly in float64 far closer than any measured marginal's noise.
 """
 
 from __future__ import annotations
@@ -86,6 +86,29 @@ def test_a_fit_returns_float64_marginals_that_match_a_float64_fit(
     other = fit_model(SIZES, _measurements(1), **options)  # type: ignore[arg-type]
     moved = other.marginal((0, 1, 2)) / 3_000 - exact.marginal((0, 1, 2)) / 3_000
     assert float(np.max(np.abs(moved))) > 0.1 * noise
+
+
+def test_a_fit_of_accelerated_steps_keeps_large_potentials_in_float32(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    measurements = _measurements(0)
+    options = {"iterations": 40, "start": "uniform", "discrepancy": 1.0, "plain_steps": 0}
+    compact = fit_model(SIZES, measurements, **options)  # type: ignore[arg-type]
+    for clique, potential in zip(compact.tree.cliques, compact.potentials, strict=True):
+        large = math.prod(SIZES[a] for a in clique) >= LEAST
+        assert potential.dtype == (np.float32 if large else np.float64)
+    assert any(p.dtype == np.float32 for p in compact.potentials)
+    # Control: without compact potentials they stay float64, and the model barely moves.
+    monkeypatch.setattr(model_module, "_COMPACT_POTENTIALS", False)
+    wide = fit_model(SIZES, measurements, **options)  # type: ignore[arg-type]
+    assert all(p.dtype == np.float64 for p in wide.potentials)
+    assert compact.iterations == wide.iterations
+    assert compact.loss == pytest.approx(wide.loss, rel=1e-6)
+    noise = 3.0 / 3_000  # a measured cell's noise, as a probability
+    moved = compact.marginal((0, 1, 2)) / 3_000 - wide.marginal((0, 1, 2)) / 3_000
+    assert float(np.max(np.abs(moved))) < 1e-3 * noise
+    plain = fit_model(SIZES, measurements, iterations=5, start="uniform")
+    assert all(p.dtype == np.float64 for p in plain.potentials)
 
 
 def test_only_a_fit_of_accelerated_steps_works_in_float32(

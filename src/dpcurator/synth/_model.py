@@ -27,11 +27,11 @@ step adds them to the potentials in one pass, a few cache-sized rows at a time; 
 exponentiates and sums each piece of a table while it is in cache, and on a model of one clique
 (AIM's at Adult epsilon 3 and 10: the whole domain) the momentum's extrapolation is
 exponentiated in the pass that builds it; a fit of accelerated steps only computes the
-marginals of large cliques in float32 (half the memory traffic; the potentials, messages and
-losses stay float64); on models with a large clique the step size grows more slowly between
-steps (``_GROW_LARGE``: fewer rejected trials, each costly there). Passes over tables of at
-least ``LEAST`` cells (:mod:`dpcurator.synth._threads`) are shared among threads, with the same
-results to the bit whatever their number.
+marginals and potentials of large cliques in float32 (half the memory traffic; messages,
+gradients and losses stay float64); on models with a large clique the step size grows more
+slowly between steps (``_GROW_LARGE``: fewer rejected trials, each costly there). Passes over
+tables of at least ``LEAST`` cells (:mod:`dpcurator.synth._threads`) are shared among threads,
+with the same results to the bit whatever their number.
 A fit may start from an earlier model's potentials (``warm_start``, as AIM's final fit does
 under a time limit) and stop once the loss has stopped falling (``tolerance``).
 
@@ -349,12 +349,24 @@ _COMPACT = np.float32
 Half the memory traffic of float64, and ``exp`` about twice as fast: at Adult epsilon 10, whose
 model is one clique of 1,814,400 cells, AIM's fits between rounds take 7-12 % less time. A cell's
 relative error is about ``6e-8 (1 + |theta - max theta|)`` (the exponent rounded to float32),
-2e-6 at 30 below the largest, far below the noise of any measured marginal; the potentials,
-messages and losses stay float64 and the fitted model's marginals are float64. Fits with a
+2e-6 at 30 below the largest, far below the noise of any measured marginal; the messages,
+gradients and losses stay float64 and the fitted model's marginals are float64 (the large
+potentials are float32 too: ``_COMPACT_POTENTIALS``). Fits with a
 plain phase stay float64 throughout: that phase's stop compares losses 1 % apart, and in
 float32 it moved (AIM's final fit at Adult epsilon 3: 671 steps instead of 547 on one input).
 AIM's releases change only where a round's choice flips on the rounding (Adult epsilon 10:
 one of two seeds).
+"""
+
+
+_COMPACT_POTENTIALS = True
+"""Whether the large cliques' potentials are ``_COMPACT`` too in a fit of accelerated steps only.
+
+Each trial step writes the stepped potentials and reads them back to exponentiate them: in
+float32 that traffic halves, and AIM's fits between rounds at Adult epsilon 10 take 0.82x the
+time, with the same steps and losses to four digits (session 22). A potential's rounding is
+about ``6e-8 |theta|`` per step, below ``_COMPACT``'s own on the marginals' exponents after a
+hundred steps; the fitted model's marginals are recomputed in float64 from them.
 """
 
 
@@ -1166,6 +1178,8 @@ def fit_model(
     objective = _Objective(tree, measurements, homes, total)
     # An accelerated fit without a plain phase (AIM's between rounds) works in float32 (_COMPACT).
     compact = discrepancy is not None and plain_steps == 0
+    if compact and _COMPACT_POTENTIALS:
+        theta = [t.astype(_marginal_dtype(t.size, compact), copy=False) for t in theta]
     mu = tree.calibrate(theta, compact=compact)
     current = objective(mu)
     step = 1.0 / (total * max(1.0 / m.sigma**2 for m in measurements))
@@ -1279,7 +1293,7 @@ def _calibrated_step(
 
 def _axpy(scale: float, x: FloatArray, y: FloatArray) -> FloatArray:
     """Return ``y + scale * x`` as a new table (one temporary less than the expression)."""
-    out = np.multiply(x, scale)
+    out = np.multiply(x, scale, dtype=y.dtype)
     out += y
     return out
 
@@ -1296,8 +1310,8 @@ def _plus_terms(
     shape = table.shape
     lead = next(k for k in range(len(shape) + 1) if math.prod(shape[k:]) <= _PIECE)
     rows = math.prod(shape[:lead])
-    out = np.empty(shape)
-    sources = [_rows_of(term, values * scale, lead) for term, values in terms]
+    out = np.empty(shape, dtype=table.dtype)
+    sources = [_rows_of(term, (values * scale).astype(table.dtype), lead) for term, values in terms]
 
     def run(part: slice) -> None:
         for row in range(part.start, part.stop):
@@ -1341,7 +1355,7 @@ def _extrapolated(
     With ``weights``, each new piece is also exponentiated into it (:func:`_exp_part`); the
     pieces' maxima and sums are returned in order, for :func:`_rescaled` (none without).
     """
-    out = np.empty(current.shape)
+    out = np.empty(current.shape, dtype=current.dtype)
     flat, now, before = out.reshape(-1), current.reshape(-1), previous.reshape(-1)
     into = None if weights is None else weights.reshape(-1)
 
