@@ -972,8 +972,10 @@ class _Evaluation:
     """
 
     loss: float
-    estimates: list[FloatArray]
-    slopes: list[FloatArray]
+    estimates: FloatArray
+    """The measurements' estimates ``N mu_C``, one after the other (``_Objective.offsets``)."""
+    slopes: FloatArray
+    """``(N mu_C - y_C) / sigma_C^2``, laid out as ``estimates``."""
     tables: dict[int, list[FloatArray]]
     shapes: list[tuple[int, ...]]
 
@@ -999,6 +1001,12 @@ class _Objective:
         self.tree = tree
         self.measurements = list(measurements)
         self.total = total
+        self.offsets = np.cumsum([0, *(m.values.size for m in measurements)])
+        """Where each measurement's cells start in the evaluations' flat vectors."""
+        self.observed = np.concatenate([m.values for m in measurements])
+        self.inverse_sigma = np.concatenate(
+            [np.full(m.values.size, 1.0 / m.sigma) for m in measurements]
+        )
         by_home: dict[int, list[tuple[Clique, int]]] = {}
         for i, (m, home) in enumerate(zip(measurements, homes, strict=True)):
             by_home.setdefault(home, []).append((m.clique, i))
@@ -1024,26 +1032,20 @@ class _Objective:
 
     def __call__(self, mu: Sequence[FloatArray]) -> _Evaluation:
         """Return the loss at ``mu`` (the clique marginals), with the measurements' estimates."""
-        total = self.total
-        count = len(self.measurements)
-        estimates: list[FloatArray] = [np.empty(0)] * count
-        slopes: list[FloatArray] = [np.empty(0)] * count
+        measured: list[FloatArray] = [np.empty(0)] * len(self.measurements)
         kept: dict[int, list[FloatArray]] = {}
-        loss = 0.0
         for home, plan in self.plans.items():
             tables: list[FloatArray] = []
             for node, projection in plan:  # parents first
                 source = mu[home] if node.parent is None else tables[node.parent]
-                table = projection.project(source)
-                tables.append(table)
+                tables.append(projection.project(source))
                 if node.measurement is not None:
-                    m = self.measurements[node.measurement]
-                    est = np.asarray(table.reshape(-1), dtype=np.float64) * total
-                    diff = (est - m.values) / m.sigma
-                    loss += 0.5 * float(diff @ diff)
-                    estimates[node.measurement] = est
-                    slopes[node.measurement] = diff / m.sigma
+                    measured[node.measurement] = tables[-1].reshape(-1)
             kept[home] = tables
+        estimates = np.concatenate(measured) * self.total
+        scaled = (estimates - self.observed) * self.inverse_sigma
+        loss = 0.5 * float(scaled @ scaled)
+        slopes = scaled * self.inverse_sigma
         return _Evaluation(loss, estimates, slopes, kept, [t.shape for t in mu])
 
     def gradient(self, at: _Evaluation) -> _Gradient:
@@ -1062,7 +1064,8 @@ class _Objective:
                 node, projection = plan[position]
                 values = accumulated[position]
                 if node.measurement is not None:
-                    own = at.slopes[node.measurement].reshape(tables[position].shape)
+                    start, stop = self.offsets[node.measurement : node.measurement + 2]
+                    own = at.slopes[start:stop].reshape(tables[position].shape)
                     values = own if values is None else values + own
                 if values is None:
                     continue
@@ -1077,10 +1080,7 @@ class _Objective:
 
     def predicted(self, before: _Evaluation, after: _Evaluation) -> float:
         """``<grad L(before), mu_before - mu_after>``, from the measured projections alone."""
-        return sum(
-            float(s @ (a - b))
-            for s, a, b in zip(before.slopes, before.estimates, after.estimates, strict=True)
-        )
+        return float(before.slopes @ (before.estimates - after.estimates))
 
 
 def fit_model(
