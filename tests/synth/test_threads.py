@@ -105,24 +105,28 @@ def test_sum_middle_equals_einsum(before: int, after: int) -> None:
     np.testing.assert_array_equal(summed, np.einsum("ijk->ik", table))
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("keeps", [((0, 2), (1, 3)), ((3,), (0, 1, 2)), ((1,), (2, 3), (0,))])
 def test_plus_terms_and_added_equal_numpy_broadcasts(
-    keeps: tuple[tuple[int, ...], ...],
+    keeps: tuple[tuple[int, ...], ...], dtype: type[np.floating]
 ) -> None:
+    """Terms gathered through an index, (1, 3) added as a view of runs of 40, in either dtype."""
     sizes = (16, 12, 30, 40)  # 230,400 cells
     attrs = (0, 1, 2, 3)
     rng = np.random.default_rng(4)
-    table = rng.random(sizes)
+    table = rng.random(sizes).astype(dtype)
     terms = [
         (_Map(attrs, keep, sizes), rng.random(tuple(sizes[a] for a in keep))) for keep in keeps
     ]
-    expected = table.copy()
+    expected = table.astype(np.float64)
     for mapping, values in terms:
         expected += -0.25 * np.broadcast_to(values.reshape(mapping.broadcast), sizes)
     with limited(2):
         stepped = _plus_terms(table, terms, -0.25)
         added = terms[0][0].added(terms[0][1], table)
-    np.testing.assert_allclose(stepped, expected, rtol=1e-13, atol=1e-13)
+    assert stepped.dtype == dtype
+    tolerance = 1e-13 if dtype == np.float64 else 1e-6
+    np.testing.assert_allclose(stepped, expected, rtol=tolerance, atol=tolerance)
     first = np.broadcast_to(terms[0][1].reshape(terms[0][0].broadcast), sizes)
     np.testing.assert_array_equal(added, table + first)
     assert added is not table
