@@ -111,21 +111,29 @@ def test_a_fit_of_accelerated_steps_keeps_large_potentials_in_float32(
     assert all(p.dtype == np.float64 for p in plain.potentials)
 
 
-def test_only_a_fit_of_accelerated_steps_works_in_float32(
+def test_accelerated_steps_work_in_float32_and_plain_steps_in_float64(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    seen: list[bool] = []
+    seen: list[tuple[bool, set[str]]] = []
     calibrate = JunctionTree.calibrate
 
     def spy(self: JunctionTree, potentials: list[np.ndarray], *, compact: bool = False) -> object:
-        seen.append(compact)
+        seen.append((compact, {p.dtype.name for p in potentials if p.size >= LEAST}))
         return calibrate(self, potentials, compact=compact)
 
     monkeypatch.setattr(JunctionTree, "calibrate", spy)
     measurements = _measurements(0)
-    fit_model(SIZES, measurements, iterations=5, start="uniform")
-    fit_model(SIZES, measurements, iterations=5, start="uniform", discrepancy=1.0)
-    assert seen and not any(seen)  # plain steps, or a plain phase after the accelerated one
-    seen.clear()  # control: accelerated steps only (AIM's fits between rounds)
+    plain = fit_model(SIZES, measurements, iterations=5, start="uniform")
+    assert seen and all(not compact and kinds == {"float64"} for compact, kinds in seen)
+    seen.clear()  # accelerated steps only (AIM's fits between rounds): float32 throughout
     fit_model(SIZES, measurements, iterations=5, start="uniform", discrepancy=1.0, plain_steps=0)
-    assert any(seen)
+    assert seen[:-1] and all(compact and kinds == {"float32"} for compact, kinds in seen[:-1])
+    assert seen[-1] == (False, {"float32"})  # the fitted model's marginals, in float64
+    seen.clear()  # accelerated, then plain steps (AIM's final fit): float64 from the hand-over
+    both = fit_model(SIZES, measurements, iterations=40, start="uniform", discrepancy=1.0)
+    assert 0 < both.accelerated < both.iterations == 40
+    compacts = [compact for compact, _ in seen]
+    hand_over = compacts.index(False)
+    assert all(compacts[:hand_over]) and not any(compacts[hand_over:])
+    assert all(kinds == {"float64"} for _, kinds in seen[hand_over:])
+    assert all(p.dtype == np.float64 for p in [*plain.potentials, *both.potentials])

@@ -26,9 +26,9 @@ children's product. The gradient is kept as the terms whose broadcasts sum to it
 step adds them to the potentials in one pass, a few cache-sized rows at a time; normalisation
 exponentiates and sums each piece of a table while it is in cache, and on a model of one clique
 (AIM's at Adult epsilon 3 and 10: the whole domain) the momentum's extrapolation is
-exponentiated in the pass that builds it; a fit of accelerated steps only computes the
-marginals and potentials of large cliques in float32 (half the memory traffic; messages,
-gradients and losses stay float64); on models with a large clique the step size grows more
+exponentiated in the pass that builds it; accelerated steps compute the marginals and
+potentials of large cliques in float32 (half the memory traffic; messages, gradients and losses
+stay float64), plain steps in float64; on models with a large clique the step size grows more
 slowly between steps (``_GROW_LARGE``: fewer rejected trials, each costly there). Passes over
 tables of at least ``LEAST`` cells (:mod:`dpcurator.synth._threads`) are shared among threads,
 with the same results to the bit whatever their number.
@@ -344,23 +344,25 @@ class _Map:
 
 
 _COMPACT = np.float32
-"""The precision of the large cliques' marginals in a fit of accelerated steps only.
+"""The precision of the large cliques' marginals in a fit's accelerated steps.
 
 Half the memory traffic of float64, and ``exp`` about twice as fast: at Adult epsilon 10, whose
 model is one clique of 1,814,400 cells, AIM's fits between rounds take 7-12 % less time. A cell's
 relative error is about ``6e-8 (1 + |theta - max theta|)`` (the exponent rounded to float32),
 2e-6 at 30 below the largest, far below the noise of any measured marginal; the messages,
 gradients and losses stay float64 and the fitted model's marginals are float64 (the large
-potentials are float32 too: ``_COMPACT_POTENTIALS``). Fits with a
-plain phase stay float64 throughout: that phase's stop compares losses 1 % apart, and in
-float32 it moved (AIM's final fit at Adult epsilon 3: 671 steps instead of 547 on one input).
+potentials are float32 too: ``_COMPACT_POTENTIALS``). A plain phase after the accelerated
+one is float64 (its potentials and marginals recomputed at the hand-over): that phase's stop
+compares losses 1 % apart, and in float32 it moved (AIM's final fit at Adult epsilon 3: 671
+steps instead of 547 on one input). Its accelerated phase in float32 (session 22) gave the
+same steps and loss, to the second decimal, on AIM's final fit at Adult epsilon 10.
 AIM's releases change only where a round's choice flips on the rounding (Adult epsilon 10:
 one of two seeds).
 """
 
 
 _COMPACT_POTENTIALS = True
-"""Whether the large cliques' potentials are ``_COMPACT`` too in a fit of accelerated steps only.
+"""Whether the large cliques' potentials are ``_COMPACT`` too in a fit's accelerated steps.
 
 Each trial step writes the stepped potentials and reads them back to exponentiate them: in
 float32 that traffic halves, and AIM's fits between rounds at Adult epsilon 10 take 0.82x the
@@ -1123,8 +1125,8 @@ def fit_model(
         there); plain mirror descent continues from that point.
     plain_steps : int, optional
         Most plain steps after the accelerated phase (default: up to ``iterations`` in all).
-        With ``discrepancy`` and ``plain_steps=0`` (accelerated steps only, as AIM's fits
-        between rounds), the large cliques' marginals are float32 while it runs (``_COMPACT``).
+        The accelerated steps work on the large cliques in float32 (``_COMPACT``), the plain
+        ones in float64.
     tolerance : float, default 0
         Stop once the last ``_WINDOW`` (50) plain steps lowered the loss by less than this
         fraction of it (0: run all the iterations).
@@ -1176,8 +1178,8 @@ def fit_model(
                 )
 
     objective = _Objective(tree, measurements, homes, total)
-    # An accelerated fit without a plain phase (AIM's between rounds) works in float32 (_COMPACT).
-    compact = discrepancy is not None and plain_steps == 0
+    # The accelerated phase works in float32 (_COMPACT); a plain phase after it in float64.
+    compact = discrepancy is not None
     if compact and _COMPACT_POTENTIALS:
         theta = [t.astype(_marginal_dtype(t.size, compact), copy=False) for t in theta]
     mu = tree.calibrate(theta, compact=compact)
@@ -1216,6 +1218,11 @@ def fit_model(
         accelerated = done
     if plain_steps is not None:
         iterations = min(iterations, done + plain_steps)
+    if compact and done < iterations and not converged:  # the plain phase, in float64
+        compact = False  # read by descend
+        theta = [t.astype(np.float64, copy=False) for t in theta]
+        mu = tree.calibrate(theta)
+        current = objective(mu)
     gradient = objective.gradient(current)
     history = [current.loss]
     for step_number in range(done + 1, iterations + 1):
