@@ -75,6 +75,7 @@ from numpy.typing import NDArray
 
 from dpcurator.errors import InvalidParameterError
 from dpcurator.noise import RandomSource, resolve_source, uniform_integers
+from dpcurator.synth._allocator import raise_thresholds
 from dpcurator.synth._threads import LEAST as _LEAST
 from dpcurator.synth._threads import PIECE as _PIECE
 from dpcurator.synth._threads import in_pieces, in_rows, pieces
@@ -1158,6 +1159,7 @@ def fit_model(
         raise InvalidParameterError("discrepancy", discrepancy, "must be a positive number")
     if plain_steps is not None and plain_steps < 0:
         raise InvalidParameterError("plain_steps", plain_steps, "must be >= 0")
+    raise_thresholds()  # the tables freed between steps stay in the heap (see _allocator)
     total = _total(measurements)
     measurements = _merged(measurements)
     tree = JunctionTree(sizes, [m.clique for m in measurements] + list(extra_cliques))
