@@ -99,3 +99,28 @@ def test_fit_by_blocks_equals_fit_by_index(monkeypatch: pytest.MonkeyPatch) -> N
     assert by_blocks.loss == pytest.approx(by_index.loss, rel=1e-9)
     for a, b in zip(by_blocks.marginals, by_index.marginals, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-7, atol=1e-12)
+
+
+def test_kept_marginals_equal_each_one_summed_alone() -> None:
+    """``Model.keep_marginals`` sums targets through shared tables: the same marginals."""
+    rng = np.random.default_rng(5)
+    sizes = (4, 3, 5, 2, 6, 3)
+    truth = rng.dirichlet(np.ones(math.prod(sizes))).reshape(sizes) * 5000.0
+    measurements = []
+    for clique in [(0, 1, 2, 3), (2, 3, 4, 5), (0, 5)]:
+        axes = tuple(a for a in range(len(sizes)) if a not in clique)
+        counts = truth.sum(axis=axes).reshape(-1)
+        measurements.append(Marginal(clique, counts + rng.normal(0.0, 5.0, counts.size), 5.0))
+    model = fit_model(sizes, measurements, iterations=30)
+    targets = [c for k in (1, 2, 3) for c in itertools.combinations(range(len(sizes)), k)]
+    alone = fit_model(sizes, measurements, iterations=30)
+    model.keep_marginals(targets)
+    in_a_clique = [c for c in targets if model.tree.containing(c) is not None]
+    assert len(model._kept) == len(in_a_clique) < len(targets)  # (1, 4) lies in no clique
+    for clique in targets:
+        np.testing.assert_allclose(
+            model.marginal(clique), alone.marginal(clique), rtol=1e-12, atol=1e-9
+        )
+    # Control: a marginal of another model differs.
+    other = fit_model(sizes, measurements[:2], iterations=30)
+    assert not np.allclose(model.marginal((0, 5)), other.marginal((0, 5)), rtol=1e-3)

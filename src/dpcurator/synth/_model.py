@@ -645,6 +645,31 @@ class Model:
         table = self._probabilities(tuple(sorted(attrs)))
         return np.asarray(table.reshape(-1) * self.total, dtype=np.float64)
 
+    def keep_marginals(self, cliques: Sequence[Sequence[int]]) -> None:
+        """Compute the marginals over ``cliques`` that lie in a clique of the tree, and keep them.
+
+        The targets of each tree clique are summed from its marginal through a tree of
+        intermediate tables (:func:`_projections`, as the fit's loss does): the large marginal
+        is read a few times instead of once per target. Later :meth:`marginal` calls return
+        them (AIM asks for every candidate's marginal each round).
+        """
+        by_home: dict[int, list[tuple[Clique, int]]] = {}
+        for clique in sorted({tuple(sorted(c)) for c in cliques}):
+            home = self.tree.containing(clique)
+            if home is not None and clique not in self._kept:
+                by_home.setdefault(home, []).append((clique, len(by_home.get(home, []))))
+        for home, targets in by_home.items():
+            attrs = self.tree.cliques[home]
+            nodes: list[_Node] = []
+            _projections(attrs, targets, self.tree.sizes, None, nodes)
+            tables: list[FloatArray] = []
+            for node in nodes:  # parents first
+                above = attrs if node.parent is None else nodes[node.parent].attrs
+                source = self.marginals[home] if node.parent is None else tables[node.parent]
+                tables.append(_project(source, above, node.attrs))
+                if node.measurement is not None:
+                    self._kept[node.attrs] = tables[-1]
+
     def _probabilities(self, clique: Clique) -> FloatArray:
         """Return ``p(x_clique)`` (shaped over the clique), kept for later calls."""
         table = self._kept.get(clique)

@@ -726,6 +726,7 @@ def _aim(
             or junction_tree_size(context.sizes, [*current, c]) <= limit
         ]
         share = Fraction(eps) ** 2 / 8 if not terminate else budget.left / 10
+        model.keep_marginals(allowed)
         estimates = {c: model.marginal(c) for c in sorted(allowed, key=len, reverse=True)}
         chosen = context.select(
             allowed,
