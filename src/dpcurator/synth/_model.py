@@ -653,11 +653,12 @@ class Model:
         is read a few times instead of once per target. Later :meth:`marginal` calls return
         them (AIM asks for every candidate's marginal each round).
         """
+        wanted = sorted({tuple(sorted(c)) for c in cliques} - self._kept.keys())
         by_home: dict[int, list[tuple[Clique, int]]] = {}
-        for clique in sorted({tuple(sorted(c)) for c in cliques}):
+        for i, clique in enumerate(wanted):  # i: the target's number in the projection tree
             home = self.tree.containing(clique)
-            if home is not None and clique not in self._kept:
-                by_home.setdefault(home, []).append((clique, len(by_home.get(home, []))))
+            if home is not None:
+                by_home.setdefault(home, []).append((clique, i))
         for home, targets in by_home.items():
             attrs = self.tree.cliques[home]
             nodes: list[_Node] = []
