@@ -1,10 +1,10 @@
-"""The fit's working precision: large cliques in float32 in accelerated-only fits.
+"""The fit's working precision: large cliques in float32 in accelerated steps.
 
 ``JunctionTree.calibrate(compact=True)`` returns the marginals of cliques of at least ``LEAST``
 cells in float32, the others in float64; the values are the float64 ones to float32's
-precision. Only a fit of accelerated steps (``plain_steps=0``) uses them, and keeps those
-cliques' potentials in float32 too; it returns its model's marginals in float64, and they match
-a fit run wholly in float64 far closer than any measured marginal's noise.
+precision. Only accelerated steps use them, and keep those cliques' potentials in float32 too;
+a plain phase after them is float64. A fit returns its model's marginals in float64, and they
+match a fit run wholly in float64 far closer than any measured marginal's noise.
 """
 
 from __future__ import annotations
