@@ -63,6 +63,7 @@ Examples
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import time
@@ -278,6 +279,8 @@ class _Map:
             self.blocks = _blocks(attrs, keep, sizes)
         self.index: NDArray[np.intp] | None = None
         """Each cell of the table over ``attrs``: its cell over ``keep`` (None: numpy's)."""
+        self.run = math.prod(sizes[a] for a in attrs[len(attrs) - _kept_suffix(attrs, keep) :])
+        """Cells of the last axes ``keep`` holds: the contiguous runs of a broadcast view."""
         viewed = len(self.blocks) == 1 and self.blocks[0][2] >= _BLOCK_ROW
         if keep != attrs and keep and not viewed and cells <= _INDEXED_CELLS:
             self.index = _flat_index(attrs, keep, sizes)
@@ -293,10 +296,14 @@ class _Map:
         flat = np.bincount(self.index, weights=table.reshape(-1), minlength=self.cells)
         return np.asarray(flat, dtype=np.float64).reshape(self.keep_shape)
 
+    def view(self, values: FloatArray) -> FloatArray:
+        """Return ``values`` (over ``keep``) as a read-only broadcast view over ``attrs``."""
+        return np.broadcast_to(values.reshape(self.broadcast), self.shape)
+
     def expand(self, values: FloatArray) -> FloatArray:
         """Return ``values`` (over ``keep``) broadcast to a table over ``attrs``."""
         if self.index is None:
-            return np.broadcast_to(values.reshape(self.broadcast), self.shape)
+            return self.view(values)
         return values.reshape(-1)[self.index].reshape(self.shape)
 
     def added(
@@ -410,6 +417,15 @@ def _blocks(attrs: Clique, keep: Clique, sizes: Sequence[int]) -> list[tuple[int
         steps.append((before, math.prod(sizes[a] for a in rest[position:end]), after))
         del rest[position:end]
     return steps
+
+
+def _kept_suffix(attrs: Clique, keep: Clique) -> int:
+    """Return how many of the last axes of ``attrs`` are in ``keep``.
+
+    >>> _kept_suffix((0, 1, 2, 3), (0, 2, 3))
+    2
+    """
+    return next((i for i, a in enumerate(reversed(attrs)) if a not in keep), len(attrs))
 
 
 def _flat_index(attrs: Clique, keep: Clique, sizes: Sequence[int]) -> NDArray[np.intp]:
@@ -663,13 +679,20 @@ class Model:
             attrs = self.tree.cliques[home]
             nodes: list[_Node] = []
             _projections(attrs, targets, self.tree.sizes, None, nodes)
-            tables: list[FloatArray] = []
-            for node in nodes:  # parents first
-                above = attrs if node.parent is None else nodes[node.parent].attrs
-                source = self.marginals[home] if node.parent is None else tables[node.parent]
-                tables.append(_project(source, above, node.attrs))
+            plan = [
+                (
+                    node,
+                    functools.partial(
+                        _project,
+                        attrs=attrs if node.parent is None else nodes[node.parent].attrs,
+                        keep=node.attrs,
+                    ),
+                )
+                for node in nodes
+            ]
+            for node, table in zip(nodes, _summed_down(plan, self.marginals[home]), strict=True):
                 if node.measurement is not None:
-                    self._kept[node.attrs] = tables[-1]
+                    self._kept[node.attrs] = table
 
     def _probabilities(self, clique: Clique) -> FloatArray:
         """Return ``p(x_clique)`` (shaped over the clique), kept for later calls."""
@@ -955,6 +978,16 @@ class _Node:
     """The measurement it estimates (None: an intermediate table)."""
 
 
+def _summed_down(
+    plan: Sequence[tuple[_Node, Callable[[FloatArray], FloatArray]]], top: FloatArray
+) -> list[FloatArray]:
+    """Return each node's table (:func:`_projections`), its sum of ``top`` or of its parent's."""
+    tables: list[FloatArray] = []
+    for node, summed in plan:  # parents first
+        tables.append(summed(top if node.parent is None else tables[node.parent]))
+    return tables
+
+
 def _projections(
     attrs: Clique,
     targets: Sequence[tuple[Clique, int]],
@@ -1064,13 +1097,10 @@ class _Objective:
         measured: list[FloatArray] = [np.empty(0)] * len(self.measurements)
         kept: dict[int, list[FloatArray]] = {}
         for home, plan in self.plans.items():
-            tables: list[FloatArray] = []
-            for node, projection in plan:  # parents first
-                source = mu[home] if node.parent is None else tables[node.parent]
-                tables.append(projection.project(source))
+            kept[home] = _summed_down([(node, sums.project) for node, sums in plan], mu[home])
+            for (node, _), table in zip(plan, kept[home], strict=True):
                 if node.measurement is not None:
-                    measured[node.measurement] = tables[-1].reshape(-1)
-            kept[home] = tables
+                    measured[node.measurement] = table.reshape(-1)
         estimates = np.concatenate(measured) * self.total
         scaled = (estimates - self.observed) * self.inverse_sigma
         loss = 0.5 * float(scaled @ scaled)
@@ -1382,22 +1412,12 @@ def _rows_of(
     """
     positions = tuple(i for i in range(lead) if term.attrs[i] in term.keep)
     leading = tuple(slice(None) if i in positions else 0 for i in range(lead))
-    if term.index is None or _run(term) >= _VIEW_RUN:
-        view = np.broadcast_to(values.reshape(term.broadcast), term.shape)[leading]
+    if term.index is None or term.run >= _VIEW_RUN:
+        view = term.view(values)[leading]
         return lambda at: view[tuple(at[i] for i in positions)]
     index = term.index.reshape(term.shape)[leading]
     flat = values.reshape(-1)
     return lambda at: np.take(flat, index[tuple(at[i] for i in positions)], mode="clip")
-
-
-def _run(term: _Map) -> int:
-    """Cells of the last axes that ``term`` keeps: the contiguous runs of its broadcast."""
-    run = 1
-    for attr, size in zip(reversed(term.attrs), reversed(term.shape), strict=True):
-        if attr not in term.keep:
-            break
-        run *= size
-    return run
 
 
 def _extrapolated(
