@@ -176,7 +176,7 @@ def _exp_part(cells: FloatArray, into: NDArray[np.floating]) -> tuple[float, flo
         return top, 0.0
     np.subtract(cells, top, out=into, casting="same_kind")
     np.exp(into, out=into)
-    return top, float(np.sum(into))
+    return top, float(np.einsum("i->", into))  # 3x faster than np.sum's pairwise sum
 
 
 def _rescaled(
@@ -1429,8 +1429,9 @@ def _rows_of(
 
     The row ``at`` is its indices on the table's first ``lead`` axes. A broadcast view where
     ``term`` has no index or its broadcast has runs of at least ``_VIEW_RUN`` cells; otherwise
-    the row's cells are gathered through the index when asked for (a row at a time: no table
-    of the whole size is built).
+    the row's cells are gathered through the index, once for all the rows that share them
+    (``_SHARED_ROWS``), else when asked for (a row at a time: no table of the whole size is
+    built).
     """
     positions = tuple(i for i in range(lead) if term.attrs[i] in term.keep)
     leading = tuple(slice(None) if i in positions else 0 for i in range(lead))
@@ -1439,7 +1440,20 @@ def _rows_of(
         return lambda at: view[tuple(at[i] for i in positions)]
     index = term.index.reshape(term.shape)[leading]
     flat = values.reshape(-1)
+    if index.size * _SHARED_ROWS <= math.prod(term.shape):  # few distinct rows: gathered once
+        gathered = np.take(flat, index, mode="clip")
+        return lambda at: gathered[tuple(at[i] for i in positions)]
     return lambda at: np.take(flat, index[tuple(at[i] for i in positions)], mode="clip")
+
+
+_SHARED_ROWS = 4
+"""A gathered term's rows are built once per step where at least this many rows share each.
+
+A term that keeps none (or few) of the table's leading axes has the same cells in many rows:
+gathering its distinct rows once and adding them as contiguous rows costs about 0.1 ns a cell
+instead of 0.55 for a gather in every row (session 23; AIM at Adult epsilon 10 adds a term
+over 480 cells to its 1.8 M-cell clique, the same in each of its 54 rows).
+"""
 
 
 def _extrapolated(
