@@ -827,11 +827,14 @@ class Model:
         turn, those with fewer values first, each given the values already drawn of the
         clique's other attributes (its separator and the new attributes before it), as in
         ``mbi``. Within each group of rows that share those values, each value's count is the
-        expected one rounded up or down (systematic sampling), and the values are laid evenly
-        along the group's rows sorted by the attributes drawn before outside the clique, so
-        that they are also spread in proportion over those (balanced sampling: given the
-        clique's other attributes the model makes the new one independent of them).
-        Randomness from :mod:`dpcurator.noise`; this is post-processing.
+        expected one rounded, with the remainders carried from group to group in the order of
+        the values drawn (:func:`_carried_counts`): the counts over all the groups that share
+        the first values drawn are then also within a few rows of the model's, however small
+        the groups. The values are laid evenly along the group's rows sorted by the attributes
+        drawn before outside the clique, so that they are also spread in proportion over those
+        (balanced sampling: given the clique's other attributes the model makes the new one
+        independent of them). Randomness from :mod:`dpcurator.noise`; this is
+        post-processing.
         """
         src = resolve_source(source)
         tree = self.tree
@@ -857,13 +860,13 @@ class Model:
                     else np.zeros(rows, dtype=np.int64)
                 )
                 others = [out[:, b] for b in drawn if b not in given]
-                out[:, a] = _systematic(joint, np.asarray(group, dtype=np.int64), src, others)
+                out[:, a] = _drawn(joint, np.asarray(group, dtype=np.int64), src, others)
                 given.append(a)
                 drawn.append(a)
         return out
 
 
-def _systematic(
+def _drawn(
     joint: FloatArray,
     group: NDArray[np.int64],
     source: RandomSource,
@@ -871,11 +874,11 @@ def _systematic(
 ) -> NDArray[np.int64]:
     """Draw each row's value given its group: row ``g`` of ``joint`` is ``p(group g, value)``.
 
-    **Counts** (systematic sampling): the ``n`` rows of a group take the values at the
-    quantiles ``(i + U) / n`` of the group's conditional distribution (uniform where the group
-    has no mass), with one uniform offset ``U`` per group, so the count of a value with
-    probability ``p`` in the group is ``n p`` rounded down or up. Independent offsets per row
-    (the stratified sampler used before) can miss ``n p`` by one more row either way.
+    **Counts** (:func:`_carried_counts`): each group's count of each value is its expected
+    count ``n p`` (``n`` the group's rows, ``p`` the group's conditional probability, uniform
+    where the group has no mass) rounded with the remainders carried from group to group, in
+    the order of the groups' numbers, so that the counts of a value over any run of
+    consecutive groups are also within a few rows of their expectation.
 
     **Placement** (balanced sampling): the group's rows are sorted by ``others`` (the values
     of attributes drawn before, first array most significant; ties in random order), and the
@@ -890,23 +893,80 @@ def _systematic(
     width = joint.shape[1]
     mass = joint.sum(axis=1, keepdims=True)
     conditional = np.where(mass > 0, joint / np.where(mass > 0, mass, 1.0), 1.0 / width)
-    cdf = np.cumsum(conditional, axis=1)
-    cdf[:, -1] = 1.0
+    groups, sizes = np.unique(group, return_counts=True)  # ascending
+    counts = _carried_counts(conditional[groups], sizes, source)
     tiebreak = uniform_integers(2**62, rows, source=source)
     order = np.lexsort((tiebreak, *reversed(others), group))
     sorted_groups = group[order]
     position = np.arange(rows)
-    start, end = _runs(sorted_groups)
-    quantiles = (position - start + _one_per_run(start, source)) / (end - start)
-    # One search over the groups' CDFs laid end to end (row g shifted by g: non-decreasing).
-    shifted = (cdf + np.arange(cdf.shape[0], dtype=np.float64)[:, None]).reshape(-1)
-    found = np.searchsorted(shifted, sorted_groups + quantiles, side="right")
-    chosen = np.clip(found - sorted_groups * width, 0, width - 1)  # ascending in each group
+    # Each group's values in ascending order, the groups in ascending order (as sorted_groups).
+    chosen = np.repeat(np.tile(np.arange(width), groups.size), counts.reshape(-1))
     first, last = _runs(sorted_groups * width + chosen)  # the rows of one (group, value)
     spread = (position - first + _one_per_run(first, source)) / (last - first)
     values = np.empty(rows, dtype=np.int64)
     values[order] = chosen[np.lexsort((spread, sorted_groups))]
     return values
+
+
+_CHAIN = 1024
+"""Most groups whose rounding remainders :func:`_carried_counts` carries one to the next.
+
+More groups are cut into chains of at most this many consecutive groups, rounded side by
+side (a step per group of a chain, numpy across the chains): the steps in Python stay at most
+this many whatever the rows. On Adult at epsilon 10 (up to 30,000 groups), chains of 1,024
+gave the errors of one chain (3-way 0.0263 against 0.0262, target 0.0017) in 0.09 s.
+"""
+
+
+def _carried_counts(
+    conditional: FloatArray, sizes: NDArray[np.int64], source: RandomSource
+) -> NDArray[np.int64]:
+    r"""Round each group's expected counts ``n_g p_g`` to integers summing to ``n_g``.
+
+    Controlled rounding with carried remainders (error diffusion along the groups): group
+    ``g``'s target is ``t_g = n_g p_g + r_{g-1}``, its counts are ``t_g`` rounded down (at
+    least 0), then the largest remainders rounded up (or, where the floors exceed ``n_g``,
+    the smallest taken down) until they sum to ``n_g``, and ``r_g = t_g - c_g`` carries on.
+    For each value, the counts over the first ``k`` groups then miss their expectation by
+    ``r_0 - r_k``, a few rows at most whatever ``k`` (a remainder stays within about
+    ``(-1, 2)``); rounded group by group, the misses would add up like a random walk, about
+    the square root of the number of groups. ``r_0``: uniform, less its mean (one draw per
+    value and chain); groups beyond ``_CHAIN`` start new chains.
+
+    Sampling a one-clique model of Adult at epsilon 10 (the last attributes' groups hold one
+    or two rows each): the 2-way marginals with income went from 0.0033 to 0.0017 in L1,
+    the model's own error (session 23).
+    """
+    count, width = conditional.shape
+    chains = -(-count // _CHAIN)
+    length = -(-count // chains)
+    padding = chains * length - count
+    table = np.concatenate([conditional, np.zeros((padding, width))]).reshape(chains, length, width)
+    rows = np.concatenate([sizes, np.zeros(padding, dtype=sizes.dtype)]).reshape(chains, length)
+    start = uniform_integers(2**53, chains * width, source=source) / float(2**53)
+    carried = start.reshape(chains, width) - start.reshape(chains, width).mean(axis=1)[:, None]
+    counts = np.empty((chains, length, width), dtype=np.int64)
+    for step in range(length):
+        wanted = rows[:, step].astype(np.float64)
+        target = wanted[:, None] * table[:, step] + carried
+        rounded = np.maximum(np.floor(target), 0.0)
+        short = wanted - rounded.sum(axis=1)
+        if np.any(short > 0):  # the largest remainders up
+            rounded += _ranks(rounded - target) < short[:, None]
+        over = rounded.sum(axis=1) - wanted
+        while np.any(over > 0):  # floors above the group's rows: the smallest remainders down
+            rounded -= (_ranks(np.where(rounded > 0, target - rounded, np.inf)) < over[:, None]) & (
+                rounded > 0
+            )
+            over = rounded.sum(axis=1) - wanted
+        carried = target - rounded
+        counts[:, step] = rounded
+    return counts.reshape(chains * length, width)[:count]
+
+
+def _ranks(keys: FloatArray) -> NDArray[np.intp]:
+    """Each key's rank in its row, ascending (ties in the order of the columns)."""
+    return np.argsort(np.argsort(keys, axis=1, kind="stable"), axis=1, kind="stable")
 
 
 def _runs(keys: NDArray[np.int64]) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
