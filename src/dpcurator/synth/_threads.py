@@ -28,32 +28,18 @@ Examples
 
 from __future__ import annotations
 
-import functools
 import os
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import ParamSpec, TypeVar
-
-from threadpoolctl import ThreadpoolController
+from typing import TypeVar
 
 from dpcurator.errors import InvalidParameterError
 
-__all__ = [
-    "LEAST",
-    "PIECE",
-    "in_pieces",
-    "in_rows",
-    "limited",
-    "on_one_blas_thread",
-    "one_blas_thread",
-    "pieces",
-    "threads",
-]
+__all__ = ["LEAST", "PIECE", "in_pieces", "in_rows", "limited", "pieces", "threads"]
 
 T = TypeVar("T")
-P = ParamSpec("P")
 
 PIECE = 1 << 16
 """Cells of a flat piece: 512 KiB of float64."""
@@ -129,35 +115,6 @@ def limited(count: int) -> Iterator[None]:
         yield
     finally:
         _POOL.limit = before
-
-
-@functools.cache
-def _blas() -> ThreadpoolController:
-    """Return the controller of the BLAS libraries loaded in this process (numpy's)."""
-    return ThreadpoolController()
-
-
-@contextmanager
-def one_blas_thread() -> Iterator[None]:
-    """Let BLAS (numpy's ``matmul``) use one thread within the block.
-
-    The pool's threads call BLAS on their own rows at once; BLAS's own threads would compete
-    with them for the cores, and they spin after each call: AIM's fits at Adult epsilon 10
-    took 1.09x the time with them (session 23). Process-wide while the block runs.
-    """
-    with _blas().limit(limits=1, user_api="blas"):
-        yield
-
-
-def on_one_blas_thread(function: Callable[P, T]) -> Callable[P, T]:
-    """Return ``function`` run within :func:`one_blas_thread` (a decorator)."""
-
-    @functools.wraps(function)
-    def wrapped(*args: P.args, **kwargs: P.kwargs) -> T:
-        with one_blas_thread():
-            return function(*args, **kwargs)
-
-    return wrapped
 
 
 def _run(work: Callable[[slice], T], parts: list[slice], count: int) -> list[T]:
