@@ -16,7 +16,8 @@ reads the noisy marginals only: it is post-processing and costs no privacy.
 Where the time goes, and what keeps it short: each step evaluates the loss a few times, each
 evaluation is one belief propagation and one projection of the clique marginals onto the
 measured cliques. Sums of a large table down to a few of its axes go block by block of adjacent
-summed axes (``einsum`` over the middle axis of a 3-d view: one pass in contiguous rows), and
+summed axes (over the middle axis of a 3-d view: one pass in contiguous rows, by ``einsum``, or
+as a product with ones where the rows are short), and
 sums of small tables and most broadcasts back through a precomputed index (``bincount`` and a
 gather: numpy's reductions over interleaved axes are several times slower); the
 measurements of one clique are projected through a tree of intermediate tables (several
@@ -44,11 +45,12 @@ fit from there (AIM's final fit, from uniform potentials; see BENCHMARKS.md for 
 
 Synthetic rows are drawn from the fitted model along the junction tree, one attribute at a time
 (those with fewer values first within a clique), each conditionally on the clique's attributes
-already drawn, as in the authors' ``mbi`` library, with systematic sampling (one uniform offset
-per group of rows: each conditional count is the expected one rounded up or down), the values laid
-evenly along the group's rows sorted by the attributes drawn before (balanced sampling: every
-marginal of the table, not only the cliques', stays within rows of the model's). Marginals over
-several cliques are summed on the smallest subtree that holds them.
+already drawn, as in the authors' ``mbi`` library, each group's conditional counts rounded with
+the remainders carried from group to group (so that a value's counts over many small groups stay
+within rows of the model's too), the values laid evenly along the group's rows sorted by the
+attributes drawn before (balanced sampling: every marginal of the table, not only the
+cliques', stays within rows of the model's). Marginals over several cliques are summed on the
+smallest subtree that holds them.
 
 Examples
 --------
