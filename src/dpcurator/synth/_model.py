@@ -71,7 +71,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -254,7 +254,7 @@ _BLAS_CELLS = 8192
 """Most cells of a row that ``_sum_middle`` hands to BLAS.
 
 OpenBLAS works on a product of at least 9,216 cells in threads of its own, which compete with
-the pool's and round differently with their number; below that it runs in the caller's.
+the pool's and may round differently with their number; below that it runs in the caller's.
 """
 
 
@@ -699,21 +699,15 @@ class Model:
             if home is not None:
                 by_home.setdefault(home, []).append((clique, i))
         for home, targets in by_home.items():
-            attrs = self.tree.cliques[home]
-            nodes: list[_Node] = []
-            _projections(attrs, targets, self.tree.sizes, None, nodes)
-            plan = [
-                (
-                    node,
-                    functools.partial(
-                        _project,
-                        attrs=attrs if node.parent is None else nodes[node.parent].attrs,
-                        keep=node.attrs,
-                    ),
-                )
-                for node in nodes
-            ]
-            for node, table in zip(nodes, _summed_down(plan, self.marginals[home]), strict=True):
+            plan = _projection_plan(
+                self.tree.cliques[home],
+                targets,
+                self.tree.sizes,
+                lambda attrs, keep: functools.partial(_project, attrs=attrs, keep=keep),
+            )
+            for (node, _), table in zip(
+                plan, _summed_down(plan, self.marginals[home]), strict=True
+            ):
                 if node.measurement is not None:
                     self._kept[node.attrs] = table
 
@@ -945,8 +939,8 @@ def _carried_counts(
     padding = chains * length - count
     table = np.concatenate([conditional, np.zeros((padding, width))]).reshape(chains, length, width)
     rows = np.concatenate([sizes, np.zeros(padding, dtype=sizes.dtype)]).reshape(chains, length)
-    start = uniform_integers(2**53, chains * width, source=source) / float(2**53)
-    carried = start.reshape(chains, width) - start.reshape(chains, width).mean(axis=1)[:, None]
+    start = uniform_integers(2**53, chains * width, source=source).reshape(chains, width)
+    carried = (start - start.mean(axis=1, keepdims=True)) / float(2**53)
     counts = np.empty((chains, length, width), dtype=np.int64)
     for step in range(length):
         wanted = rows[:, step].astype(np.float64)
@@ -957,9 +951,8 @@ def _carried_counts(
             rounded += _ranks(rounded - target) < short[:, None]
         over = rounded.sum(axis=1) - wanted
         while np.any(over > 0):  # floors above the group's rows: the smallest remainders down
-            rounded -= (_ranks(np.where(rounded > 0, target - rounded, np.inf)) < over[:, None]) & (
-                rounded > 0
-            )
+            held = rounded > 0
+            rounded -= held & (_ranks(np.where(held, target - rounded, np.inf)) < over[:, None])
             over = rounded.sum(axis=1) - wanted
         carried = target - rounded
         counts[:, step] = rounded
@@ -1059,6 +1052,28 @@ class _Node:
     """Position of the table it is summed from (None: its home clique's marginal)."""
     measurement: int | None
     """The measurement it estimates (None: an intermediate table)."""
+
+
+_Summer = TypeVar("_Summer")
+
+
+def _projection_plan(
+    attrs: Clique,
+    targets: Sequence[tuple[Clique, int]],
+    sizes: Sequence[int],
+    summer: Callable[[Clique, Clique], _Summer],
+) -> list[tuple[_Node, _Summer]]:
+    """Return the nodes of :func:`_projections` from ``attrs``, each with ``summer(parent, own)``.
+
+    ``parent`` is the attributes of the table a node is summed from (``attrs`` for the top
+    ones), ``own`` the node's: the pair :func:`_summed_down` walks.
+    """
+    nodes: list[_Node] = []
+    _projections(attrs, sorted(targets), sizes, None, nodes)
+    return [
+        (node, summer(attrs if node.parent is None else nodes[node.parent].attrs, node.attrs))
+        for node in nodes
+    ]
 
 
 def _summed_down(
@@ -1161,19 +1176,12 @@ class _Objective:
         }
         """Per home clique: the map of its table onto itself (a gradient summed into one term)."""
         for home, targets in sorted(by_home.items()):
-            nodes: list[_Node] = []
-            _projections(tree.cliques[home], sorted(targets), tree.sizes, None, nodes)
-            self.plans[home] = [
-                (
-                    node,
-                    _Map(
-                        tree.cliques[home] if node.parent is None else nodes[node.parent].attrs,
-                        node.attrs,
-                        tree.sizes,
-                    ),
-                )
-                for node in nodes
-            ]
+            self.plans[home] = _projection_plan(
+                tree.cliques[home],
+                targets,
+                tree.sizes,
+                lambda attrs, keep: _Map(attrs, keep, tree.sizes),
+            )
 
     def __call__(self, mu: Sequence[FloatArray]) -> _Evaluation:
         """Return the loss at ``mu`` (the clique marginals), with the measurements' estimates."""
