@@ -56,7 +56,7 @@ def _frame(seed: int = 3) -> pd.DataFrame:
             rows.append((unit, g, float(rng.uniform(0, 100)), int(rng.integers(0, 3))))
     frame = pd.DataFrame(rows, columns=["u", "g", "x", "h"])
     frame["g"] = frame["g"].astype("Int64")
-    frame["w"] = frame["g"] * 2000  # a domain of 40,000 keys: INTEGER codes, MIN and MAX
+    frame["w"] = frame["g"] * 2000  # a domain of 40,000 keys: BIGINT codes (31 bits)
     return frame
 
 
@@ -70,7 +70,7 @@ def _table(source: Any) -> Table:
         columns=[
             Column("g", domain=list(range(20))),  # a range test (16 values or more)
             Column("h", domain=[0, 1, 2]),  # an IN list
-            Column("w", domain=list(range(40_000))),  # too wide to pack
+            Column("w", domain=list(range(40_000))),  # too wide for 15 bits: packed in 31
             Column("x", lower=0, upper=100, nullable=False),
         ],
     )
@@ -100,7 +100,7 @@ def test_codes_give_the_aggregates_of_the_keys_own_values(
     frame.to_parquet(path)
     source = str(path) if on_file else frame
     coded = _aggregates(source, engine_kind)
-    monkeypatch.setattr(statements, "_key_code", lambda key: (statements._key_value(key), False))
+    monkeypatch.setattr(statements, "_key_code", lambda key: (statements._key_value(key), None))
     assert coded == _aggregates(source, engine_kind)
 
 
@@ -113,11 +113,11 @@ def test_a_code_that_merges_two_keys_changes_the_aggregates(
     original = statements._key_code
 
     def merging(key: Any) -> Any:
-        value, packed = original(key)
-        if packed:  # every row of the domain gets code 1: the domain's values merged
+        value, bits = original(key)
+        if bits is not None:  # every row of the domain gets code 1: the domain's values merged
             inside = value.find(exp.Case).args["ifs"][0]
             inside.set("true", exp.cast(exp.Literal.number(1), "INT"))
-        return value, packed
+        return value, bits
 
     monkeypatch.setattr(statements, "_key_code", merging)
     assert own != _aggregates(frame, "duckdb")

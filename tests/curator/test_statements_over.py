@@ -36,8 +36,8 @@ LIMIT = 3
 QUERY = "SELECT k, COUNT(*), SUM(x), COUNT(DISTINCT pid) FROM t GROUP BY k"
 
 
-def _table(frame: pd.DataFrame) -> Table:
-    columns = [Column("k", domain=list(DOMAIN)), Column("x", lower=0, upper=10)]
+def _table(frame: pd.DataFrame, domain: range = DOMAIN) -> Table:
+    columns = [Column("k", domain=list(domain)), Column("x", lower=0, upper=10)]
     return Table(
         "t",
         frame,
@@ -80,7 +80,7 @@ def _check_flags(keys: list[list[int | None]], flags: dict[int, bool]) -> None:
 def _unpacked(frame: pd.DataFrame, monkeypatch: pytest.MonkeyPatch, engine: EngineKind) -> Any:
     """The exact aggregates with the key tested by ``MIN``, ``MAX`` and ``COUNT``."""
     with monkeypatch.context() as patch:
-        patch.setattr(statements, "_key_code", lambda key: (statements._key_value(key), False))
+        patch.setattr(statements, "_key_code", lambda key: (statements._key_value(key), None))
         session = open_session(_table(frame), engine=engine)
         plan = session.plan(QUERY, epsilon=1.0)
         assert plan.statements.over is not None
@@ -152,3 +152,33 @@ def test_a_float_key_with_values_between_the_domains_integers() -> None:
     got = dict(zip(exact.keys, exact.columns[count].tolist(), strict=True))
     # unit 0's row of 4400, unit 1's of 4401, and unit 2's pair of least key hash (one row)
     assert got[(4400,)] == 1 and got[(4401,)] >= 1 and sum(got.values()) == 3
+
+
+WIDE = range(-50_000, 50_000)
+"""100,000 consecutive integers: codes of 17 bits, packed in a BIGINT (31 bits each half)."""
+
+
+def test_a_wide_domain_is_packed_in_a_bigint_and_flags_every_unit_of_two_keys(
+    engine_kind: EngineKind, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    keys: list[list[int | None]] = [
+        [-50_000, 49_999],  # codes 1 and 100,000: flagged
+        [-50_000 + 2**15, -50_000],  # codes 32,769 and 1 differ in bit 15 only: flagged
+        [-50_000 + 2**16, -50_000 + 2**16 + 2**15],  # differ in bit 15, both above 2**16
+        [0, 0, None, 50_000],  # one key in the domain (4 rows: beyond the bound)
+        [7, 7],  # within its bounds: not listed
+        [50_000, -50_001, 2**40],  # keys outside the domain only
+    ]
+    frame = _frame(keys)
+    session = open_session(_table(frame, WIDE), engine=engine_kind)
+    plan = session.plan(QUERY, epsilon=1.0)
+    assert plan.statements.over is not None
+    over = session._engine.render(plan.statements.over, "t").upper()
+    assert "BIT_OR" in over and str(2**31 - 1) in over  # the 31-bit halves
+    flags = _flags(session)
+    assert {u for u, flag in flags.items() if flag} >= {0, 1, 2}
+    assert 3 in flags and 4 not in flags
+    with monkeypatch.context() as patch:
+        patch.setattr(statements, "_key_code", lambda key: (statements._key_value(key), None))
+        unpacked = exact_aggregates(open_session(_table(frame, WIDE), engine=engine_kind), QUERY)
+    _same(exact_aggregates(session, QUERY)[1], unpacked[1])

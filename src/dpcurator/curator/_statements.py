@@ -21,8 +21,8 @@ The statement, in steps (common table expressions):
     rows, so the result is the same either way. With one group per unit it also flags
     (:data:`SEVERAL`) the units whose rows have several keys: the others have one pair. A key
     whose public domain is a run of integers is read there as a code of its value in the
-    domain (0 outside it), packed with its complement where it fits 15 bits and tested by one
-    ``BIT_OR`` (:func:`_key_code`).
+    domain (0 outside it), packed with its complement and tested by one ``BIT_OR``
+    (:func:`_key_code`).
 ``__bounded``
     The rows of units within their bounds as they are, and the others bounded, in one of two
     ways.
@@ -407,15 +407,13 @@ def over_statement(
     limit_groups = bool(aliases) and g < k
     limit_per_group = bool(aliases) and c < k
     one_group = limit_groups and g == 1
-    codes = {
-        key.alias: _key_code(key) if one_group else (_key_value(key), False) for key in grouped
-    }
+    codes = {key.alias: _key_code(key) if one_group else (_key_value(key), None) for key in grouped}
     items = [exp.alias_(_source_column(unit), UNIT)]
     items += [exp.alias_(value, alias) for alias, (value, _) in codes.items()]
     rows = exp.select(*items).from_(exp.to_table(SOURCE))
     rows = rows.where(exp.not_(_source_column(unit).is_(exp.null())))
     if one_group:
-        return _over_one_group(rows, {a: packed for a, (_, packed) in codes.items()}, min(k, c))
+        return _over_one_group(rows, {a: bits for a, (_, bits) in codes.items()}, min(k, c))
     if limit_groups or limit_per_group:
         per = exp.select(UNIT, "COUNT(*) AS __n").from_(rows.subquery("__all"))
         per = per.group_by(UNIT, *aliases)
@@ -427,12 +425,12 @@ def over_statement(
     return exp.select(UNIT).from_(rows.subquery("__all")).group_by(UNIT).having(f"COUNT(*) > {k}")
 
 
-_PACKED_BITS = 15
-"""A key whose codes fit in this many bits is tested packed (see :func:`_key_code`)."""
+_PACKINGS = ((15, "INT"), (31, "BIGINT"))
+"""The packed codes (:func:`_key_code`): code bits and the integer type that holds two of them."""
 
 
-def _key_code(key: KeySpec) -> tuple[exp.Expr, bool]:
-    """Return a key as the test for one group per unit reads it, and whether it is packed.
+def _key_code(key: KeySpec) -> tuple[exp.Expr, int | None]:
+    """Return a key as the test for one group per unit reads it, and its packing's code bits.
 
     For a domain of ``n >= 16`` consecutive integers ``a..b`` (:func:`_integer_run`: its range
     test binds only on a numeric key, so the arithmetic below binds too), each row's key
@@ -443,32 +441,31 @@ def _key_code(key: KeySpec) -> tuple[exp.Expr, bool]:
     units beyond their bounds are those of the key's own values, up to units whose several keys
     all lie outside the domain (whose rows no statement reads).
 
-    When the codes fit in 15 bits, a row carries ``c + (2**15 - 1 - c) * 2**15`` (an INTEGER:
-    the code and its complement), and a unit's codes are all equal iff the ``BIT_OR`` of these
-    has no bit set in both halves (the OR of the codes is then their AND): one 8-byte aggregate
-    state per unit instead of a ``MIN`` and a ``MAX`` of a BIGINT (16 bytes each, with a
-    ``COUNT`` for NULLs), which lowers the statement's peak memory by about a third. Otherwise
-    the code is an INTEGER tested with ``MIN`` and ``MAX``; any other key is read as it is.
+    A row carries its code ``c`` and the code's complement in ``b`` bits (:data:`_PACKINGS`):
+    ``c + (2**b - 1 - c) * 2**b``, an INTEGER for ``b = 15`` (codes below ``2**15 - 1``), a
+    BIGINT for ``b = 31`` (every other run: ``n < 2**31``). A unit's codes are all equal iff
+    the ``BIT_OR`` of these has no bit set in both halves (two codes that differ differ in some
+    bit, which is then set in both the OR of the codes and the OR of their complements): one
+    aggregate state per unit (8 bytes, or 16 for a BIGINT) instead of a ``MIN``, a ``MAX`` and a
+    ``COUNT`` of the key. Any other key is read as it is (packing None).
     """
     value = _key_value(key)
     run = _integer_run(key.domain)
-    if run is None or run[1] - run[0] + 1 > 2**31 - 1:
-        return value, False
-    low, top = run[0], 2**_PACKED_BITS - 1
-    shifted = exp.Add(this=exp.Sub(this=value, expression=_integer(low)), expression=_integer(1))
+    if run is None or run[1] - run[0] + 1 >= 2**31 - 1:
+        return value, None
+    bits, kind = next(p for p in _PACKINGS if run[1] - run[0] + 1 < 2 ** p[0] - 1)
+    shifted = exp.Add(this=exp.Sub(this=value, expression=_integer(run[0])), expression=_integer(1))
     inside = _in_domain(value.copy(), key.domain or ())
-    code = exp.Case().when(inside, exp.cast(shifted, "INT")).else_(exp.cast(_integer(0), "INT"))
-    if run[1] - run[0] + 1 >= top:
-        return code, False
-    # c + (2**15 - 1 - c) * 2**15 == (2**15 - c) * (2**15 - 1): the code read once per row
-    rest = exp.Sub(this=_integer(2**_PACKED_BITS), expression=code)
-    return exp.Mul(this=exp.paren(rest), expression=_integer(top)), True
+    code = exp.Case().when(inside, exp.cast(shifted, kind)).else_(exp.cast(_integer(0), kind))
+    # c + (2**b - 1 - c) * 2**b == (2**b - c) * (2**b - 1): the code read once per row
+    rest = exp.Sub(this=exp.cast(_integer(2**bits), kind), expression=code)
+    return exp.Mul(this=exp.paren(rest), expression=_integer(2**bits - 1)), bits
 
 
-def _several(alias: str, packed: bool) -> list[exp.Expr]:
+def _several(alias: str, bits: int | None) -> list[exp.Expr]:
     """Conditions on a unit's rows: true iff its key ``alias`` has more than one value."""
-    if packed:
-        low, bits = 2**_PACKED_BITS - 1, _PACKED_BITS
+    if bits is not None:
+        low = 2**bits - 1
         return [exp.condition(f"((BIT_OR({alias}) & {low}) & (BIT_OR({alias}) >> {bits})) <> 0")]
     return [
         exp.condition(f"MIN({alias}) <> MAX({alias})"),
@@ -476,16 +473,16 @@ def _several(alias: str, packed: bool) -> list[exp.Expr]:
     ]
 
 
-def _over_one_group(rows: exp.Select, keys: dict[str, bool], limit: int) -> exp.Select:
+def _over_one_group(rows: exp.Select, keys: dict[str, int | None], limit: int) -> exp.Select:
     """One group per unit: beyond it iff some key has two values (or NULL and a value).
 
-    ``keys``: each key's alias, and whether it is packed (:func:`_key_code`). Each unit listed
+    ``keys``: each key's alias, and its packing's code bits (:func:`_key_code`). Each unit listed
     also carries :data:`SEVERAL`, true when its rows have more than one key (the part of the
     test above that does not count rows), computed from the same aggregates: a unit without it
     has one key among all its rows, so one (unit, group) pair after any filter, which spares a
     scaled statement counting every unit's pairs (:func:`_one_pair`).
     """
-    several = [c for alias, packed in keys.items() for c in _several(alias, packed)]
+    several = [c for alias, bits in keys.items() for c in _several(alias, bits)]
     flag = exp.or_(*several)
     over = exp.select(UNIT, exp.alias_(flag, SEVERAL)).from_(rows.subquery("__all"))
     over = over.group_by(UNIT)
