@@ -267,8 +267,8 @@ class DuckDBEngine(ClosesOnExit):
             if sql in self._prepared:
                 return
             message = None
-            try:
-                self._connection.execute(f"EXPLAIN {sql}")
+            try:  # a relation is bound when made and runs only when read: nothing runs here
+                self._connection.sql(sql)
             except duckdb.Error as error:
                 message = str(error).splitlines()[0]
             if message is not None:
