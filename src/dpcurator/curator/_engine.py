@@ -302,4 +302,4 @@ def _render(statement: exp.Query, relation: exp.Expr, dialect: str) -> str:
     fix = _DIALECT_FIXES.get(dialect)
     if fix is not None:
         bound = bound.transform(fix, copy=False)
-    return bound.sql(dialect=dialect)
+    return bound.sql(dialect=dialect, copy=False)  # bound is this call's own copy
