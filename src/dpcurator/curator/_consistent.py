@@ -127,10 +127,10 @@ class _Answer:
     """One release's combinable measurements, its keys and the outputs it can combine."""
 
     release: QueryRelease
+    plan: Plan  # reads the released table's rows when combined (:func:`_row_keys`)
     keys: tuple[str, ...]
     domains: dict[str, tuple[Any, ...]]
     groups: tuple[tuple[Any, ...], ...]  # the measured vectors' groups (domain order)
-    rows: tuple[tuple[Any, ...], ...]  # the released table's rows (its order)
     vectors: tuple[_Vector, ...]
     outputs: tuple[tuple[str, str, str | None], ...]  # (alias, count/sum/mean, column)
     bounds: dict[str, tuple[float, float]]  # column -> (mid, half)
@@ -215,10 +215,10 @@ def _answer(plan: Plan, release: QueryRelease) -> _Answer | None:
         return None
     return _Answer(
         release,
+        plan,
         tuple(_key_id(k) for k in plan.keys),
         {_key_id(k): tuple(k.domain or ()) for k in plan.keys},
-        tuple(tuple(g) for g in groups),
-        tuple(_row_keys(plan, release.table)),
+        tuple(groups),  # tuples already
         tuple(vectors),
         tuple(outputs),
         {v.column: (v.mid, v.half) for v in plan.values},
@@ -395,7 +395,8 @@ def _least_squares(system: _System, mine: _Answer) -> dict[str, tuple[FloatArray
     In the order of ``mine``'s released rows.
     """
     order = {g: i for i, g in enumerate(mine.groups)}
-    take = np.array([order[r] for r in mine.rows], dtype=np.int64)
+    rows = _row_keys(mine.plan, mine.release.table)
+    take = np.array([order[r] for r in rows], dtype=np.int64)
     out = {}
     for alias, kind, column in mine.outputs:
         if kind in ("count", "sum"):

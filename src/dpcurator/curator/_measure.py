@@ -8,6 +8,7 @@ standard deviation and an interval.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -62,8 +63,13 @@ def _key_tuples(
 
 
 def _canonical_column(values: Sequence[Any]) -> Sequence[Any]:
-    """``values`` with each float made canonical (a column without floats comes back as is)."""
-    if any(isinstance(v, float) for v in values):
+    """``values`` with each float made canonical (a column without floats comes back as is).
+
+    An engine returns one type per column (and NULLs), so its first value that is not NULL
+    tells whether it holds floats.
+    """
+    first = next((v for v in values if v is not None), None)
+    if isinstance(first, float):
         return [_canonical(v) for v in values]
     return values
 
@@ -106,7 +112,14 @@ def key_order(key: tuple[Any, ...]) -> tuple[tuple[int, Any], ...]:
 
 
 def _integer_column(values: Sequence[Any]) -> NDArray[np.int64]:
-    """Exact integers from the engine (NULL, the sum of no rows, is 0)."""
+    """Exact integers from the engine (NULL, the sum of no rows, is 0), as int64.
+
+    Python ints that fit int64 are converted in one step; a column with NULLs or other types
+    (an engine's Decimal) value by value.
+    """
+    array = np.asarray(values)
+    if array.ndim == 1 and np.issubdtype(array.dtype, np.integer):
+        return array.astype(np.int64)
     return np.array([0 if v is None else int(v) for v in values], dtype=np.int64)
 
 
@@ -133,7 +146,7 @@ def fetch(plan: Plan, read: Read, *, groups: bool = True) -> Exact:
         names = (
             ["__bucket", "__n", "__below", "__total"] if "__below" in qt else ["__bucket", "__n"]
         )
-        data = [_count_column(qt[name]) for name in names]
+        data = [_integer_column(qt[name]) for name in names]
         pairs = zip(_key_tuples(qt, aliases, size), qt["__column"], strict=True)
         code_of: dict[tuple[tuple[Any, ...], str], int] = {}
         codes = np.fromiter((code_of.setdefault(p, len(code_of)) for p in pairs), np.int64, size)
@@ -149,14 +162,6 @@ def _public_quantiles_only(plan: Plan) -> bool:
     """Whether the plan measures quantiles only, in groups known before reading the rows."""
     quantiles = all(isinstance(m.measure, QuantileCounts) for m in plan.measurements)
     return quantiles and not (plan.keys and plan.selects_partitions)
-
-
-def _count_column(values: Sequence[Any]) -> NDArray[np.int64]:
-    """Return a column of bucket indices or counts as int64 (one by one only if not ints)."""
-    array = np.asarray(values)
-    if array.ndim == 1 and np.issubdtype(array.dtype, np.integer):
-        return array.astype(np.int64)
-    return _integer_column(values)  # e.g. an engine's Decimal, or no rows
 
 
 def _bucket_rows(rows: NDArray[np.int64]) -> NDArray[np.int64]:
@@ -178,10 +183,10 @@ def _bucket_rows(rows: NDArray[np.int64]) -> NDArray[np.int64]:
 
 @dataclass
 class _Groups:
-    """The groups released, and where each is in the engine's result (None: absent there)."""
+    """The groups released, and where each is in the engine's result (-1: absent there)."""
 
     keys: list[tuple[Any, ...]]
-    rows: list[int | None]
+    rows: NDArray[np.int64]
 
     @classmethod
     def of(cls, plan: Plan, exact: Exact) -> _Groups:
@@ -191,22 +196,20 @@ class _Groups:
             keys = sorted(exact.keys, key=key_order)
         else:
             keys = [()]
-        index = {key: i for i, key in enumerate(exact.keys)}
-        return cls(keys, [index.get(k) for k in keys])
+        index = dict(zip(exact.keys, range(len(exact.keys)), strict=True))
+        rows = np.fromiter(map(index.get, keys, itertools.repeat(-1)), np.int64, len(keys))
+        return cls(keys, rows)
 
     def vector(self, exact: Exact, name: str) -> NDArray[np.int64]:
         """Return the exact aggregate ``name`` per released group (0 where it had no rows)."""
         values = exact.columns.get(name)
         if values is None or len(exact.keys) == 0:
             return np.zeros(len(self.keys), dtype=np.int64)
-        take = np.array([r if r is not None else 0 for r in self.rows], dtype=np.int64)
-        out = values[take]
-        out[np.array([r is None for r in self.rows], dtype=bool)] = 0
-        return out
+        return np.where(self.rows >= 0, values[self.rows], 0).astype(np.int64)
 
     def keep(self, kept: NDArray[np.bool_]) -> None:
-        self.keys = [g for g, k in zip(self.keys, kept, strict=True) if k]
-        self.rows = [r for r, k in zip(self.rows, kept, strict=True) if k]
+        self.keys = list(itertools.compress(self.keys, kept))
+        self.rows = self.rows[kept]
 
 
 def _noisy(

@@ -70,6 +70,7 @@ from typing import assert_never
 
 from sqlglot import exp
 
+from dpcurator.curator._cache import Recent
 from dpcurator.curator._engine import SOURCE
 from dpcurator.curator._measures import (
     JOINT,
@@ -354,7 +355,7 @@ def _key_value(key: KeySpec) -> exp.Expr:
     return exp.TryCast(this=key.expression.copy(), to=exp.DataType.build(kind))
 
 
-def _in_domain(x: exp.Expr, domain: Sequence[object]) -> exp.Expr:
+def _in_domain(x: exp.Expr, domain: tuple[object, ...]) -> exp.Expr:
     """``x IN (domain)``; for a run of consecutive integers, a range test instead.
 
     Safe without TRY: the engine refuses a text column with a domain of non-text values (the
@@ -371,13 +372,29 @@ def _in_domain(x: exp.Expr, domain: Sequence[object]) -> exp.Expr:
     return exp.In(this=x, expressions=[exp.convert(v) for v in domain])
 
 
-def _integer_run(domain: Sequence[object] | None) -> tuple[int, int] | None:
+_RUNS: Recent[tuple[tuple[object, ...], tuple[int, int] | None]] = Recent(64)
+"""The runs of recent domains, keyed by the domain object's identity (the entry keeps the
+object, so that its id is not reused): a plan asks up to three times per key, and a session's
+plans share their declared domains. Not by value: ``(1, 2)`` equals ``(1.0, 2.0)``."""
+
+
+def _integer_run(domain: tuple[object, ...] | None) -> tuple[int, int] | None:
     """Return ``(a, b)`` for a domain of ``n >= 16`` consecutive integers ``a..b``, else None.
 
     Such a domain is tested as a range (:func:`_in_domain`), which binds only on a numeric key.
     """
-    integers = [v for v in domain or () if type(v) is int]
-    if len(integers) == len(domain or ()) >= _RANGE_MIN:
+    if domain is None:
+        return None
+    kept = _RUNS.get(id(domain))
+    if kept is None or kept[0] is not domain:
+        kept = (domain, _run_of(domain))
+        _RUNS.put(id(domain), kept)
+    return kept[1]
+
+
+def _run_of(domain: tuple[object, ...]) -> tuple[int, int] | None:
+    integers = [v for v in domain if type(v) is int]
+    if len(integers) == len(domain) >= _RANGE_MIN:
         low, high = min(integers), max(integers)
         if high - low + 1 == len(set(integers)) == len(integers):
             return low, high
