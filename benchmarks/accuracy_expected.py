@@ -1,0 +1,125 @@
+"""Measured MAEs with their standard errors, and each peer's expected MAE from its stated noise.
+
+Reads two results of ``bench_accuracy.py`` (same workload, same bounded truth): one with many
+dpcurator repetitions (``--ours``) and one with the peers' repetitions (``--peers``), and prints
+per query:
+
+- dpcurator's headline MAE (basic composition, combined, on cps; zCDP, combined, on flights)
+  with its standard error over repetitions (each repetition's MAE over the query's cells is one
+  sample);
+- each peer configuration's measured MAE and standard error;
+- each peer's *expected* MAE where its noise is stated in closed form: counts and sums, whose
+  noise does not depend on the data. Tumult adds two-sided geometric noise of scale
+  ``b = Delta_1 / epsilon_q`` in pure DP (``E|X| = 2 a / (1 - a^2)``, ``a = exp(-1 / b)``) and
+  the discrete Gaussian of ``sigma^2 = Delta_2^2 / (2 rho_q)`` in zCDP
+  (``E|X| ~ sigma sqrt(2 / pi)``). Its scales were read from Tumult's own noise statement
+  (``benchmarks/peers/tumult_noise_check.py``); the sensitivities are the declarations'.
+
+Run::
+
+    .venv/bin/python benchmarks/accuracy_expected.py \\
+        --ours benchmarks/results/accuracy_s24_dpcurator400.json \\
+        --peers benchmarks/results/accuracy_tumult10.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+from pathlib import Path
+from typing import Any
+
+HEADLINE = {"cps": "dpcurator (basic, combined)", "flights": "dpcurator (zCDP, combined)"}
+QUERIES = {"cps": 7, "flights": 6}
+RHO = 0.024359  # zcdp_rho_for(1, 1e-6), the zCDP configurations' total rho per table
+
+
+def geometric_mae(scale: float) -> float:
+    a = math.exp(-1.0 / scale)
+    return 2.0 * a / (1.0 - a * a)
+
+
+def gaussian_mae(l2: float, queries: int) -> float:
+    sigma = l2 / math.sqrt(2.0 * RHO / queries)
+    return sigma * math.sqrt(2.0 / math.pi)
+
+
+# Tumult's noise per query: (configuration, expected MAE) where it does not depend on the data.
+# cps: 4 rows per household, wages in [0, 250,000], epsilon 1/7 per query; flights: 60 flights
+# per aircraft (5 per month in 12 months), distance in [0, 5,000], epsilon 1/6 per query.
+EXPECTED: dict[str, list[tuple[str, float]]] = {
+    "cps_count": [("Tumult (pure DP)", geometric_mae(4 * 7))],
+    "cps_sum_wages": [("Tumult (pure DP)", geometric_mae(4 * 250_000 * 7))],
+    "cps_count_by_state": [("Tumult (pure DP)", geometric_mae(4 * 7))],
+    "cps_histogram_age": [("Tumult (pure DP)", geometric_mae(4 * 7))],
+    "fl_count": [("Tumult (pure DP)", geometric_mae(60 * 6))],
+    "fl_count_by_month": [
+        ("Tumult (pure DP)", geometric_mae(60 * 6)),
+        ("Tumult (zCDP)", gaussian_mae(math.sqrt(12) * 5, 6)),
+    ],
+    "fl_count_by_carrier_month": [
+        ("Tumult (pure DP)", geometric_mae(60 * 6)),
+        ("Tumult (zCDP)", gaussian_mae(math.sqrt(12) * 5, 6)),
+    ],
+    "fl_sum_distance_by_month": [
+        ("Tumult (pure DP)", geometric_mae(60 * 5_000 * 6)),
+        ("Tumult (zCDP)", gaussian_mae(math.sqrt(12) * 5 * 5_000, 6)),
+    ],
+}
+
+
+def per_repetition(record: dict[str, Any], query: str, truth: dict[str, float]) -> list[float]:
+    """Each repetition's MAE over the query's cells (cells the system left out: skipped)."""
+    out = []
+    for answer in record["results"].get(query) or []:
+        errors = [abs(float(answer[c]) - truth[c]) for c in truth if c in answer]
+        if errors:
+            out.append(statistics.fmean(errors))
+    return out
+
+
+def summary(values: list[float]) -> tuple[float, float] | None:
+    if len(values) < 2:
+        return None
+    return statistics.fmean(values), statistics.stdev(values) / math.sqrt(len(values))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ours", type=Path, required=True)
+    parser.add_argument("--peers", type=Path, required=True)
+    args = parser.parse_args()
+    ours, peers = json.loads(args.ours.read_text()), json.loads(args.peers.read_text())
+    truth = ours["truth"]["bounded"]
+    mine = {r["library"]: r for r in ours["records"]}
+    theirs = {r["library"]: r for r in peers["records"] if not r["library"].startswith("dpc")}
+    print(
+        "| query | dpcurator (n) | peer configuration (n): measured | its expected MAE "
+        "| ours / peer's expected |"
+    )
+    print("| --- | ---: | --- | ---: | ---: |")
+    for query in ours["queries"]:
+        qid, cells = query["id"], truth[query["id"]]
+        ours_reps = per_repetition(mine[HEADLINE[query["table"]]], qid, cells)
+        ours_stat = summary(ours_reps)
+        assert ours_stat is not None
+        measured = []
+        for name, record in theirs.items():
+            stat = summary(per_repetition(record, qid, cells))
+            if stat is not None:
+                n = len(record["results"][qid])
+                measured.append(f"{name} ({n}): {stat[0]:,.4g} ± {stat[1]:,.2g}")
+        expected = EXPECTED.get(qid, [])
+        best = min((mae for _, mae in expected), default=None)
+        print(
+            f"| {qid} | {ours_stat[0]:,.4g} ± {ours_stat[1]:,.2g} ({len(ours_reps)}) "
+            f"| {'; '.join(measured) or '-'} "
+            f"| {'; '.join(f'{n}: {m:,.4g}' for n, m in expected) or '-'} "
+            f"| {'-' if best is None else f'{ours_stat[0] / best:.3f}'} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
