@@ -1,8 +1,10 @@
 """Measured MAEs with their standard errors, and each peer's expected MAE from its stated noise.
 
-Reads two results of ``bench_accuracy.py`` (same workload, same bounded truth): one with many
-dpcurator repetitions (``--ours``) and one with the peers' repetitions (``--peers``), and prints
-per query:
+Reads results of ``bench_accuracy.py`` (same workload, same bounded truth): one with many
+dpcurator repetitions (``--ours``) and one or more with the peers' repetitions (``--peers``; a
+peer's repetitions of a query in several files are pooled; a file may also be the JSON lines a
+peer's runner printed, e.g. ``benchmarks/peers/accuracy_tumult.py`` on a few queries), and
+prints per query:
 
 - dpcurator's headline MAE (basic composition, combined, on cps; zCDP, combined, on flights)
   with its standard error over repetitions (each repetition's MAE over the query's cells is one
@@ -19,7 +21,8 @@ Run::
 
     .venv/bin/python benchmarks/accuracy_expected.py \\
         --ours benchmarks/results/accuracy_s24_dpcurator400.json \\
-        --peers benchmarks/results/accuracy_tumult10.json
+        --peers benchmarks/results/accuracy_tumult10.json \\
+                benchmarks/results/accuracy_s24_tumult40_medians.jsonl
 """
 
 from __future__ import annotations
@@ -80,6 +83,14 @@ def per_repetition(record: dict[str, Any], query: str, truth: dict[str, float]) 
     return out
 
 
+def records_in(path: Path) -> list[dict[str, Any]]:
+    """A result file's records: a benchmark's JSON, or a runner's JSON lines."""
+    text = path.read_text()
+    if path.suffix == ".jsonl":
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    return list(json.loads(text)["records"])
+
+
 def summary(values: list[float]) -> tuple[float, float] | None:
     if len(values) < 2:
         return None
@@ -89,12 +100,19 @@ def summary(values: list[float]) -> tuple[float, float] | None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ours", type=Path, required=True)
-    parser.add_argument("--peers", type=Path, required=True)
+    parser.add_argument("--peers", type=Path, nargs="+", required=True)
     args = parser.parse_args()
-    ours, peers = json.loads(args.ours.read_text()), json.loads(args.peers.read_text())
+    ours = json.loads(args.ours.read_text())
     truth = ours["truth"]["bounded"]
     mine = {r["library"]: r for r in ours["records"]}
-    theirs = {r["library"]: r for r in peers["records"] if not r["library"].startswith("dpc")}
+    theirs: dict[str, dict[str, Any]] = {}
+    for path in args.peers:
+        for record in records_in(path):
+            if record["library"].startswith("dpc") or "results" not in record:
+                continue
+            pooled = theirs.setdefault(record["library"], {"results": {}})["results"]
+            for query, answers in record["results"].items():
+                pooled.setdefault(query, []).extend(answers)
     print(
         "| query | dpcurator (n) | peer configuration (n): measured | its expected MAE "
         "| ours / peer's expected |"
