@@ -22,6 +22,7 @@ from dpcurator.curator import Column, Session, Table
 from dpcurator.curator._measure import Exact, _quantile_runs, compute, fetch
 from dpcurator.curator._plan import Plan
 from dpcurator.curator._statements import quantile_buckets, quantile_clamp
+from dpcurator.mechanisms import exponential_mechanism_runs
 from dpcurator.noise import InsecureSeededSource
 from tests.curator.conftest import EngineKind, exact_aggregates, open_session
 from tests.privacy_check import audit, threshold_events
@@ -127,26 +128,106 @@ def test_public_quantiles_skip_the_group_statement(query: str, statements: int) 
     pd.testing.assert_frame_equal(*released)
 
 
+def _gamma_values() -> np.ndarray:
+    return np.round(np.random.default_rng(4).gamma(2.0, 80.0, 5000), 1)  # ties and gaps
+
+
+def _tied_values() -> np.ndarray:
+    """Runs of 40-400 equal values, one per bucket (1/1024 apart): adjacent, crowded buckets."""
+    rng = np.random.default_rng(5)
+    return np.repeat(300 + np.arange(30) / 1024, rng.integers(40, 400, 30))
+
+
+def _edge_values() -> np.ndarray:
+    """A median 0.5 rank into a bucket of 400, below it buckets of 5 and 1, then a gap.
+
+    The best point is the mid-rank of the bucket of 5 (3 ranks from ``n / 2``), while the rank
+    between it and the bucket of 400 (0.5 away) belongs to no point: at epsilon 20 (``T`` 3.9)
+    a filter measuring from that rank drops the bucket of 1 (mid-rank 6 away) and the gap below
+    it (6.5), which the clamped utility still tells apart from ``OPT - T``.
+    """
+    step = 1 / 1024
+    return np.concatenate(
+        [
+            np.full(400, 100.0),
+            [300.0],
+            np.full(5, 300 + step),
+            np.full(400, 300 + 2 * step),
+            np.full(7, 900.0),
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    "values",
+    [_gamma_values(), _tied_values(), _edge_values()],
+    ids=["gamma", "ties", "edge"],
+)
 @pytest.mark.parametrize("level", [0.5, 0.1, 0.97])
+@pytest.mark.parametrize("epsilon", [1.0, 20.0])
 def test_the_engine_returns_what_the_clamped_utility_needs(
-    level: float, engine_kind: EngineKind
+    level: float, epsilon: float, values: np.ndarray, engine_kind: EngineKind
 ) -> None:
-    """Every one of the 1,024,001 points gets ``max(u, OPT - T)``, from a few buckets only."""
-    rng = np.random.default_rng(4)
-    values = np.round(rng.gamma(2.0, 80.0, 5000), 1)  # ties and gaps, in [0, 1000]
+    """Every one of the 1,024,001 points gets ``max(u, OPT - T)``, from a few buckets only.
+
+    ``u`` is the mid-rank's distance to ``q n``; at epsilon 20 the clamp ``T`` is smaller than
+    the ties, so a filter that measured the best point by the ranks between buckets (which do
+    not exist between adjacent buckets) would drop buckets the mechanism needs.
+    """
     table = Table("t", pd.DataFrame({"x": values}), columns=[Column("x", lower=0, upper=1000)])
     session = open_session(table, engine=engine_kind)
-    plan, exact = exact_aggregates(session, f"SELECT QUANTILE(x, {level}) AS q FROM t")
+    plan, exact = exact_aggregates(
+        session, f"SELECT QUANTILE(x, {level}) AS q FROM t", epsilon=epsilon
+    )
     (m,) = plan.measurements
     buckets = quantile_buckets(plan.values[0])
     clamp = quantile_clamp(m.epsilon, m.sensitivity, buckets)
     entry = exact.buckets[((), "x")]
-    assert entry.shape[1] < np.unique(values).size / 4  # the engine returns few buckets
+    assert entry.shape[1] < np.unique(values).size / 4 or entry.shape[1] < 10  # few buckets
     lengths, utilities = _quantile_runs(entry, level, buckets, clamp)
     points = np.repeat(utilities, lengths)
-    index = np.minimum(np.floor(np.clip(values, 0, 1000) * 1024), buckets - 1)
-    below = np.searchsorted(np.sort(index), np.arange(buckets + 1), "left")
-    u = -np.abs(below - level * values.size)
+    index = np.sort(np.minimum(np.floor(np.clip(values, 0, 1000) * 1024), buckets - 1))
+    below = np.searchsorted(index, np.arange(buckets + 1), "left")
+    at_or_below = np.searchsorted(index, np.arange(buckets + 1), "right")
+    u = -np.abs((below + at_or_below) / 2 - level * values.size)  # the mid-rank
     assert np.array_equal(points, np.maximum(u, u.max() - clamp))
     # Negative control: without the clamp, the far points differ.
     assert not np.array_equal(points, u)
+
+
+def _median_runs_with_plain_ranks(entry: np.ndarray, buckets: int) -> tuple[np.ndarray, np.ndarray]:
+    """The runs as before the mid-rank: every point ranked by the values below it."""
+    index, counts, below, total = entry
+    target = 0.5 * float(total[0])
+    starts = np.concatenate([[0], index + 1])
+    lengths = np.diff(np.append(starts, buckets + 1))
+    ranks = np.concatenate([below[:1], below + counts])
+    return lengths, -np.abs(ranks - target)
+
+
+def test_a_median_inside_a_tie_comes_back_exact() -> None:
+    """400 rows at 10, 201 at 500, 400 at 900: the median, 500, is the tie's own value.
+
+    The mid-rank scores the point 500 by where the median falls among its 201 rows (distance
+    0); every other point is 100.5 ranks away, so the draw is 500 (error 0) but with
+    probability about ``1e6 e^(-100)``. Negative control: ranked by the values below it, the
+    point 500 is 100.5 away like every point between 10 and 900, and the draws spread over
+    that whole range.
+    """
+    values = np.concatenate([np.full(400, 10.0), np.full(201, 500.0), np.full(400, 900.0)])
+    frame = pd.DataFrame({"u": np.arange(values.size), "x": values})
+    plan, exact = _aggregates(frame, 1, 1.0)
+    assert np.all(_medians(plan, exact, 7, 40) == 500.0)
+    (m,) = plan.measurements
+    buckets = quantile_buckets(plan.values[0])
+    lengths, utilities = _median_runs_with_plain_ranks(exact.buckets[((), "x")], buckets)
+    source = InsecureSeededSource(8)
+    step = 250_000 / buckets
+    plain = [
+        step
+        * exponential_mechanism_runs(
+            lengths, utilities, epsilon=m.epsilon, sensitivity=m.sensitivity, source=source
+        ).value
+        for _ in range(40)
+    ]
+    assert np.median(np.abs(np.array(plain) - 500.0)) > 50.0

@@ -444,21 +444,38 @@ def _quantile_runs(
 ) -> tuple[NDArray[np.int64], FloatArray]:
     """Return a group's runs of candidate points (lengths) and their clamped utilities.
 
-    Run ``r`` is the points from just past a returned bucket to the next one. Where the engine
-    left buckets out (they border no run within ``T`` of the best), the run just past the
-    returned bucket before them is itself beyond ``T`` (its rank is the left-out bucket's
-    ``below``), so one run with ``OPT - T`` covers them all; likewise before the first.
+    A point's rank is its *mid-rank*: the values in lower buckets plus half of those in its own
+    bucket (the bucket it opens, ``[p, p + w)``), so ``u(p) = -|below + n_p / 2 - q n|``. Adding
+    or removing a row moves a point's mid-rank by 1, 1/2 or 0 and ``q n`` by ``q``, so ``u``
+    keeps the sensitivity ``max(q, 1 - q)`` per row of the plain rank ``below``. Where the
+    values sit on the points (integer data: every integer is a point), a value that many rows
+    share is scored by where the quantile falls among them: with the plain rank, the point at
+    such a value, and every point next to it, stood a whole tie away from ``q n`` whenever the
+    quantile fell inside the tie (Smith's intervals between data values never hold it at all).
+
+    Each returned bucket's point is a run of its own; the points between two returned buckets
+    share the rank past the lower one. Where the engine left buckets out (they border no run
+    within ``T`` of the best), the run just past the returned bucket before them is itself
+    beyond ``T`` (its rank is the left-out bucket's ``below``), so one run with ``OPT - T``
+    covers them all; likewise before the first.
     """
     if entry is None or entry.shape[1] == 0:  # no rows: every point has utility 0
         return np.array([buckets + 1], dtype=np.int64), np.zeros(1)
     index, counts, below, total = entry
     target = level * float(total[0])
-    before = np.abs(below.astype(np.float64) - target)
-    after = np.abs(below.astype(np.float64) + counts.astype(np.float64) - target)
-    limit = min(float(before.min()), float(after.min())) + clamp
-    starts = np.concatenate([[0], index + 1])  # run r: points starts[r] .. starts[r + 1] - 1
-    lengths = np.diff(np.append(starts, buckets + 1))
-    return lengths, -np.minimum(np.concatenate([before[:1], after]), limit)
+    low = below.astype(np.float64)
+    before = np.abs(low[:1] - target)  # the points below the first returned bucket
+    mid = np.abs(low + counts / 2.0 - target)  # each returned bucket's own point
+    after = np.abs(low + counts - target)  # the points past each returned bucket
+    gaps = np.diff(np.concatenate([[-1], index])) - 1  # points strictly between (or before)
+    tail = buckets - int(index[-1])  # points past the last returned bucket
+    lengths = np.append(np.column_stack([gaps, np.ones_like(index)]).ravel(), tail)
+    distances = np.column_stack([np.concatenate([before, after[:-1]]), mid]).ravel()
+    distances = np.append(distances, after[-1])
+    keep = lengths > 0  # two adjacent buckets have no point between them
+    lengths, distances = lengths[keep], distances[keep]
+    limit = float(distances.min()) + clamp  # OPT: the best point's distance
+    return lengths.astype(np.int64), -np.minimum(distances, limit)
 
 
 def _frame(

@@ -930,12 +930,15 @@ def _quantile_levels(
 def _near_quantiles(part: exp.Select, levels: Sequence[tuple[float, float]]) -> exp.Select:
     """Keep the buckets of an ungrouped ``part`` near its quantiles ``levels`` (``(q, T)``).
 
-    Adds ``__below`` (the count in the lower buckets) and ``__total``, and keeps a bucket when
-    the run just below or just above it (rank ``__below`` or ``__below + __n``) is within
-    ``T + 1`` of the best run's distance to ``q n`` for some level (``+ 1`` absorbs float
-    rounding): every run the clamped utility does not flatten borders a kept bucket (see
-    :func:`quantile_clamp`). With GROUP BY keys the buckets all come back (windows partitioned
-    by the keys cost more than they save).
+    Adds ``__below`` (the count in the lower buckets) and ``__total``. A point's rank is its
+    mid-rank (:func:`~dpcurator.curator._measure._quantile_runs`): ``__below + __n / 2`` for the
+    point that opens a bucket, ``__below`` or ``__below + __n`` for the points between buckets.
+    Each bucket's own point exists, so the best point is at most the least of the buckets'
+    mid-rank distances to ``q n``, ``M``; a bucket is kept when one of its three ranks is within
+    ``M + T + 1`` (``+ 1`` absorbs float rounding). Then every point the clamped utility does not
+    flatten (distance below the best's plus ``T``) is a kept bucket's or lies between two kept
+    ones (see :func:`quantile_clamp`). With GROUP BY keys the buckets all come back (windows
+    partitioned by the keys cost more than they save).
     """
     running = exp.Window(
         this=exp.Sum(this=_ref("__n")),
@@ -953,18 +956,23 @@ def _near_quantiles(part: exp.Select, levels: Sequence[tuple[float, float]]) -> 
         exp.alias_(total, "__total"),
     ).from_(part.subquery("__g"))
 
-    def distance(level: float) -> exp.Expr:
+    def distances(level: float) -> list[exp.Expr]:
+        """Return the distances to ``q n`` of the bucket's own point and of those around it."""
         target = exp.Mul(this=_double(_number(level)), expression=_double(_ref("__total")))
         below = _double(_ref("__below"))
-        above = exp.Add(this=below.copy(), expression=_double(_ref("__n")))
-        return exp.func(
-            "LEAST",
-            exp.Abs(this=exp.Sub(this=below, expression=target)),
-            exp.Abs(this=exp.Sub(this=above, expression=target.copy())),
-        )
+        half = exp.Mul(this=_double(_ref("__n")), expression=_number(0.5))
+        ranks = [
+            exp.Add(this=below.copy(), expression=half),
+            below,
+            exp.Add(this=below.copy(), expression=_double(_ref("__n"))),
+        ]
+        return [exp.Abs(this=exp.Sub(this=r, expression=target.copy())) for r in ranks]
+
+    def distance(level: float) -> exp.Expr:
+        return exp.func("LEAST", *distances(level))
 
     best = [
-        exp.alias_(exp.Window(this=exp.Min(this=distance(q))), f"__m{i}")
+        exp.alias_(exp.Window(this=exp.Min(this=distances(q)[0])), f"__m{i}")
         for i, (q, _) in enumerate(levels)
     ]
     near = exp.select("*", *best).from_(prefix.subquery("__p"))
