@@ -216,7 +216,8 @@ def chosen(values: FloatArray) -> Output:
 def quantile_rank_error(epsilon: float, sensitivity: float, candidates: int, level: float) -> float:
     r"""Return the rank error that the exponential mechanism exceeds w.p. below ``1 - level``.
 
-    With utility ``u(c) = -|rank(c) - q n|`` of sensitivity ``Delta``, the mechanism's choice
+    With utility ``u(c) = -|rank(c) - q n|`` of sensitivity ``Delta`` (``rank``: the curator's
+    mid-rank, the values below ``c`` plus half of those at it), the mechanism's choice
     has ``u >= OPT - (2 Delta / epsilon)(ln |C| + t)`` but with probability ``e^{-t}``
     (McSherry and Talwar 2007; Dwork and Roth 2014, Theorem 3.11): its rank is within
     ``(2 Delta / epsilon) ln(|C| / (1 - level))`` of the rank error of the best candidate.

@@ -300,10 +300,11 @@ def _quantiles(
 
     The candidates are the ``B + 1`` ends of the column's ``B`` buckets
     (:func:`~dpcurator.curator._statements.quantile_buckets`); point ``j``'s utility is
-    ``max(-|#(values in buckets < j) - q n|, OPT - T)`` (:func:`quantile_clamp`), so the points
-    from just past one non-empty bucket to the next share a utility: one run each, and the
-    choice is :func:`~dpcurator.mechanisms._exponential.exponential_mechanism_runs` (Smith
-    2011's interval mechanism on the public grid).
+    ``max(-|#(values in buckets < j) + #(values in bucket j) / 2 - q n|, OPT - T)`` (its
+    mid-rank, :func:`_quantile_runs`; :func:`quantile_clamp`), so each non-empty bucket's own
+    point is a run, and the points between two non-empty buckets share a utility: the choice is
+    :func:`~dpcurator.mechanisms._exponential.exponential_mechanism_runs` (Smith 2011's
+    interval mechanism on the public grid, with a tie scored by where the quantile falls in it).
     """
     assert isinstance(m.measure, QuantileCounts)
     column, level = m.measure.column, m.measure.level

@@ -904,10 +904,12 @@ best candidate's (see :func:`quantile_clamp`)."""
 def quantile_clamp(epsilon: float, sensitivity: float, buckets: int) -> float:
     """Return ``T``, in ranks: a quantile's utility is ``max(u, OPT - T)``.
 
-    ``u(x) = -|rank(x) - q n|`` and ``OPT = max_x u(x)`` both change by at most ``Delta``
-    between neighbours, so ``max(u, OPT - T)`` does too: the exponential mechanism on it has
-    the same guarantee. It lets the engine return only the buckets next to a run within ``T``
-    of the best (every other run has ``OPT - T``), and it changes no error statement: the stated
+    ``u(x) = -|rank(x) - q n|`` (``rank``: the mid-rank, see
+    :func:`~dpcurator.curator._measure._quantile_runs`) and ``OPT = max_x u(x)`` both change by
+    at most ``Delta`` between neighbours, so ``max(u, OPT - T)`` does too: the exponential
+    mechanism on it has the same guarantee. It lets the engine return only the buckets next to
+    a run within ``T`` of the best (every other run has ``OPT - T``), and it changes no error
+    statement: the stated
     rank error ``(2 Delta / epsilon) ln((buckets + 1) / (1 - level))`` is below ``T`` for any
     level below ``1 - e**-64``, and up to ``T`` the clamped and plain utilities order the
     candidates alike (all clamped points together weigh at most ``e**-64`` of the best one).
