@@ -20,7 +20,7 @@ prints per query:
 Run::
 
     .venv/bin/python benchmarks/accuracy_expected.py \\
-        --ours benchmarks/results/accuracy_s24_dpcurator400.json \\
+        --ours benchmarks/results/accuracy_s24_dpcurator400_mid_rank.json \\
         --peers benchmarks/results/accuracy_tumult10.json \\
                 benchmarks/results/accuracy_s24_tumult40_medians.jsonl
 """
