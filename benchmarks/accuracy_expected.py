@@ -4,7 +4,9 @@ Reads results of ``bench_accuracy.py`` (same workload, same bounded truth): one 
 dpcurator repetitions (``--ours``) and one or more with the peers' repetitions (``--peers``; a
 peer's repetitions of a query in several files are pooled; a file may also be the JSON lines a
 peer's runner printed, e.g. ``benchmarks/peers/accuracy_tumult.py`` on a few queries), and
-prints per query:
+prints per query the following. ``--compact OUT`` writes ``--ours`` as each repetition's MAE
+per query (a few hundred kB, where 400 repetitions of every released cell take 13 MB); such a
+file is read back as ``--ours``.
 
 - dpcurator's headline MAE (basic composition, combined, on cps; zCDP, combined, on flights)
   with its standard error over repetitions (each repetition's MAE over the query's cells is one
@@ -19,6 +21,9 @@ prints per query:
 
 Run::
 
+    .venv/bin/python benchmarks/bench_accuracy.py --repeats 400 --peers --out /tmp/ours.json
+    .venv/bin/python benchmarks/accuracy_expected.py --ours /tmp/ours.json \\
+        --compact benchmarks/results/accuracy_s24_dpcurator400_mid_rank.json
     .venv/bin/python benchmarks/accuracy_expected.py \\
         --ours benchmarks/results/accuracy_s24_dpcurator400_mid_rank.json \\
         --peers benchmarks/results/accuracy_tumult10.json \\
@@ -97,38 +102,76 @@ def summary(values: list[float]) -> tuple[float, float] | None:
     return statistics.fmean(values), statistics.stdev(values) / math.sqrt(len(values))
 
 
+def repetition_maes(
+    records: list[dict[str, Any]], truth: dict[str, dict[str, float]]
+) -> dict[str, dict[str, list[float]]]:
+    """Per library and query, each repetition's MAE (a library's records pooled)."""
+    out: dict[str, dict[str, list[float]]] = {}
+    for record in records:
+        if "results" not in record:
+            continue
+        per_query = out.setdefault(record["library"], {})
+        for query, cells in truth.items():
+            per_query.setdefault(query, []).extend(per_repetition(record, query, cells))
+    return out
+
+
+def load_ours(path: Path) -> dict[str, Any]:
+    """A dpcurator run: ``bench_accuracy.py``'s JSON, or its compact form (``--compact``)."""
+    result: dict[str, Any] = json.loads(path.read_text())
+    if "per_repetition_mae" not in result:
+        truth = result["truth"]["bounded"]
+        result = {
+            "command": result["command"],
+            "repeats": result["repeats"],
+            "queries": result["queries"],
+            "truth": {"bounded": truth},
+            "per_repetition_mae": repetition_maes(result["records"], truth),
+        }
+    return result
+
+
+def compact(result: dict[str, Any], path: Path) -> None:
+    """Write the per-repetition MAEs (6 significant digits), not every released cell."""
+    maes = {
+        library: {q: [float(f"{x:.6g}") for x in xs] for q, xs in per_query.items()}
+        for library, per_query in result["per_repetition_mae"].items()
+    }
+    path.write_text(json.dumps({**result, "per_repetition_mae": maes}, indent=1) + "\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ours", type=Path, required=True)
-    parser.add_argument("--peers", type=Path, nargs="+", required=True)
+    parser.add_argument("--peers", type=Path, nargs="*", default=[])
+    parser.add_argument(
+        "--compact", type=Path, default=None, help="write --ours's per-repetition MAEs here"
+    )
     args = parser.parse_args()
-    ours = json.loads(args.ours.read_text())
+    ours = load_ours(args.ours)
+    if args.compact is not None:
+        compact(ours, args.compact)
     truth = ours["truth"]["bounded"]
-    mine = {r["library"]: r for r in ours["records"]}
-    theirs: dict[str, dict[str, Any]] = {}
-    for path in args.peers:
-        for record in records_in(path):
-            if record["library"].startswith("dpc") or "results" not in record:
-                continue
-            pooled = theirs.setdefault(record["library"], {"results": {}})["results"]
-            for query, answers in record["results"].items():
-                pooled.setdefault(query, []).extend(answers)
+    mine = ours["per_repetition_mae"]
+    theirs = repetition_maes(
+        [r for p in args.peers for r in records_in(p) if not r["library"].startswith("dpc")],
+        truth,
+    )
     print(
         "| query | dpcurator (n) | peer configuration (n): measured | its expected MAE "
         "| ours / peer's expected |"
     )
     print("| --- | ---: | --- | ---: | ---: |")
     for query in ours["queries"]:
-        qid, cells = query["id"], truth[query["id"]]
-        ours_reps = per_repetition(mine[HEADLINE[query["table"]]], qid, cells)
+        qid = query["id"]
+        ours_reps = mine[HEADLINE[query["table"]]][qid]
         ours_stat = summary(ours_reps)
         assert ours_stat is not None
         measured = []
-        for name, record in theirs.items():
-            stat = summary(per_repetition(record, qid, cells))
+        for name, per_query in theirs.items():
+            stat = summary(per_query.get(qid, []))
             if stat is not None:
-                n = len(record["results"][qid])
-                measured.append(f"{name} ({n}): {stat[0]:,.4g} ± {stat[1]:,.2g}")
+                measured.append(f"{name} ({len(per_query[qid])}): {stat[0]:,.4g} ± {stat[1]:,.2g}")
         expected = EXPECTED.get(qid, [])
         best = min((mae for _, mae in expected), default=None)
         print(
