@@ -926,17 +926,11 @@ def statement_timings(args: argparse.Namespace) -> None:
     (user + system, all DuckDB threads) and wall seconds, medians. The statements are the
     ones dpcurator renders for the benchmark's declaration (``src`` of this checkout).
     """
-    import resource
-
     sys.path.insert(0, str(REPO / "src"))
     from dpcurator.accounting import Budget
     from dpcurator.curator import Column, Session, Table
     from dpcurator.curator._measures import ValueSum
     from dpcurator.curator._statements import _row_index, all_pairs, without_heavy
-
-    def cpu() -> float:
-        usage = resource.getrusage(resource.RUSAGE_SELF)
-        return usage.ru_utime + usage.ru_stime
 
     rows = args.shape_rows
     print(f"statements at {rows:,} rows: CPU s (wall s), medians of {args.repeats}")
@@ -991,9 +985,7 @@ def statement_timings(args: argparse.Namespace) -> None:
         spent: dict[str, list[tuple[float, float]]] = {name: [] for name in statements}
         for _ in range(args.repeats):
             for name, sql in statements.items():
-                c0, t0 = cpu(), time.perf_counter()
-                conn.execute(sql).fetchall()
-                spent[name].append((cpu() - c0, time.perf_counter() - t0))
+                spent[name].append(_timed(conn, {}, sql))
         med = {
             name: (statistics.median(c for c, _ in xs), statistics.median(w for _, w in xs))
             for name, xs in spent.items()

@@ -24,12 +24,14 @@ Run::
 from __future__ import annotations
 
 import argparse
-import resource
 import statistics
-import time
+import sys
 from pathlib import Path
 
 import duckdb
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench_engines import _timed
 
 DATA = Path(__file__).resolve().parent.parent / "results" / "data"
 FILES = {
@@ -68,11 +70,6 @@ def statements(path: Path) -> dict[str, str]:
     }
 
 
-def cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
@@ -89,9 +86,7 @@ def main() -> None:
         spent: dict[str, list[tuple[float, float]]] = {k: [] for k in sql}
         for _ in range(args.repeats):
             for key, text in sql.items():
-                c0, t0 = cpu(), time.perf_counter()
-                conn.execute(text).fetchall()
-                spent[key].append((cpu() - c0, time.perf_counter() - t0))
+                spent[key].append(_timed(conn, {}, text))  # CPU and wall seconds
         floor = statistics.median(c for c, _ in spent["floor"])
         print(f"{shape} (10 M rows): CPU s (wall s), medians of {args.repeats}")
         for key, runs in spent.items():
