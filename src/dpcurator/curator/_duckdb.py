@@ -86,6 +86,9 @@ class DuckDBEngine(ClosesOnExit):
     """
 
     dialect: ClassVar[str] = "duckdb"
+    cheap_prefix: ClassVar[bool] = True
+    """Whether a table's row count and first rows are cheap to read: yes (a Parquet file's
+    row count is in its metadata, and a prefix reads a row group or two)."""
 
     def __init__(
         self,

@@ -61,6 +61,9 @@ class Engine(Protocol):
     """
 
     dialect: ClassVar[str]
+    cheap_prefix: ClassVar[bool]
+    """Whether a table's row count and first rows cost little to read (a session then reads
+    them to choose how to bound, :mod:`dpcurator.curator._sampling`)."""
 
     @property
     def tables(self) -> dict[str, Table]:

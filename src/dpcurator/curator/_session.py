@@ -48,6 +48,12 @@ from dpcurator.curator._measure import Exact, compute, fetch
 from dpcurator.curator._measures import QuantileCounts
 from dpcurator.curator._plan import NOISES, Noise, Plan, make_plan
 from dpcurator.curator._release import QueryRelease
+from dpcurator.curator._sampling import (
+    one_pass_pays,
+    prefix_rows,
+    prefix_statement,
+    total_statement,
+)
 from dpcurator.curator._sql import parse_query
 from dpcurator.curator._statements import (
     all_pairs,
@@ -193,6 +199,7 @@ class Session:
         self._lock = threading.RLock()
         self._engine = _engine(declared, engine, connection)
         self._over: dict[tuple[object, ...], _Over] = {}
+        self._passes: dict[tuple[object, ...], tuple[Hashable, bool]] = {}
         # Kept for repeated queries: plans (functions of the query and the declarations), the
         # statements reading cached units, and exact aggregates per version of the rows.
         self._plans: Recent[Plan] = Recent(_KEPT)
@@ -312,6 +319,12 @@ class Session:
         version = self._engine.version(table)
         if version is None:
             return lambda statement: self._engine.run(statement, table)
+        single = plan.statements.single
+        if single is not None and self._one_pass(plan, version):
+            main = plan.statements.main
+            return lambda statement: self._exact(
+                table, version, single if statement is main else statement
+            )
         over = None if plan.statements.over is None else self._over_for(plan, version)
 
         def read(statement: exp.Query) -> Mapping[str, Sequence[object]]:
@@ -332,6 +345,40 @@ class Session:
             cached = _Over(version, units, int(count["n"][0]))
             self._over[key] = cached
         return cached
+
+    def _one_pass(self, plan: Plan, version: Hashable) -> bool:
+        """Whether this table's scaled statements run in one pass per unit (decided once).
+
+        From the units beyond their bounds when the session has them (one pass where they are
+        many, :data:`_PAIRS_FROM`), else from the table's first rows where the engine reads
+        them cheaply (:mod:`dpcurator.curator._sampling`); the aggregates are the same either
+        way.
+        """
+        table = plan.query.table.name
+        key = (table, *plan.statements.over_key)
+        cached = self._over.get(key)
+        if cached is not None and cached.version == version:
+            return cached.count >= _PAIRS_FROM
+        chosen = self._passes.get(key)
+        if chosen is None or chosen[0] != version:
+            chosen = (version, self._engine.cheap_prefix and self._prefix_says(plan))
+            self._passes[key] = chosen
+        return chosen[1]
+
+    def _prefix_says(self, plan: Plan) -> bool:
+        """Whether the table's first rows suggest that most of its units exceed the bound."""
+        table = plan.query.table
+        assert table.unit_column is not None
+        total = int(self._engine.run(total_statement(), table.name)["__total"][0])
+        rows = prefix_rows(total)
+        found = self._engine.run(prefix_statement(table.unit_column, rows), table.name)
+        return one_pass_pays(
+            total=total,
+            rows=rows,
+            pairs=int(found["__pairs"][0] or 0),
+            quarter_pairs=int(found["__quarter"][0] or 0),
+            bound=plan.contribution.per_group,
+        )
 
     def _exact(
         self, table: str, version: Hashable, statement: exp.Query

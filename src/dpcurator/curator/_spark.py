@@ -278,6 +278,9 @@ class SparkEngine(ClosesOnExit):
     """
 
     dialect: ClassVar[str] = "spark"
+    cheap_prefix: ClassVar[bool] = False
+    """Whether a table's row count and first rows are cheap to read: no (each costs a Spark
+    job, which outweighs what it saves)."""
 
     def __init__(
         self,

@@ -126,12 +126,16 @@ class Statements:
         The units beyond a bound (None when the table has no privacy unit).
     over_key : tuple
         What :attr:`over` depends on besides the table's rows: the unit, key columns, bounds.
+    single : sqlglot.exp.Query or None
+        :attr:`main` in one aggregation per unit, without :attr:`over` (the same result;
+        see :func:`_single_pass`), or None where it does not apply.
     """
 
     main: exp.Query
     quantiles: exp.Query | None
     over: exp.Query | None
     over_key: tuple[object, ...]
+    single: exp.Query | None = None
 
     @property
     def all(self) -> list[exp.Query]:
@@ -470,24 +474,46 @@ def _key_code(key: KeySpec) -> tuple[exp.Expr, int | None]:
     run = _integer_run(key.domain)
     if run is None or run[1] - run[0] + 1 >= 2**31 - 1:
         return value, None
-    bits, kind = next(p for p in _PACKINGS if run[1] - run[0] + 1 < 2 ** p[0] - 1)
-    shifted = exp.Add(this=exp.Sub(this=value, expression=_integer(run[0])), expression=_integer(1))
+    bits, kind = _packing(run)
     inside = _in_domain(value.copy(), key.domain or ())
-    code = exp.Case().when(inside, exp.cast(shifted, kind)).else_(exp.cast(_integer(0), kind))
-    # c + (2**b - 1 - c) * 2**b == (2**b - c) * (2**b - 1): the code read once per row
+    code = exp.Case().when(inside, _code(value, run, kind)).else_(exp.cast(_integer(0), kind))
+    return _packed(code, bits, kind), bits
+
+
+def _packing(run: tuple[int, int]) -> tuple[int, str]:
+    """Return the code bits and the integer type of a run's packing (:data:`_PACKINGS`)."""
+    return next(p for p in _PACKINGS if run[1] - run[0] + 1 < 2 ** p[0] - 1)
+
+
+def _code(value: exp.Expr, run: tuple[int, int], kind: str) -> exp.Expr:
+    """``x - a + 1``: a key ``x`` of the run ``a..b`` as its code ``1..n`` (type ``kind``)."""
+    shifted = exp.Add(this=exp.Sub(this=value, expression=_integer(run[0])), expression=_integer(1))
+    return exp.cast(shifted, kind)
+
+
+def _packed(code: exp.Expr, bits: int, kind: str) -> exp.Expr:
+    """Return a code ``c`` packed with its complement: ``c + (2**b - 1 - c) * 2**b``.
+
+    Written ``(2**b - c) * (2**b - 1)`` (the same integer), so that the code is read once.
+    """
     rest = exp.Sub(this=exp.cast(_integer(2**bits), kind), expression=code)
-    return exp.Mul(this=exp.paren(rest), expression=_integer(2**bits - 1)), bits
+    return exp.Mul(this=exp.paren(rest), expression=_integer(2**bits - 1))
 
 
 def _several(alias: str, bits: int | None) -> list[exp.Expr]:
     """Conditions on a unit's rows: true iff its key ``alias`` has more than one value."""
     if bits is not None:
-        low = 2**bits - 1
-        return [exp.condition(f"((BIT_OR({alias}) & {low}) & (BIT_OR({alias}) >> {bits})) <> 0")]
+        return [_mixed(f"BIT_OR({alias})", bits)]
     return [
         exp.condition(f"MIN({alias}) <> MAX({alias})"),
         exp.condition(f"(COUNT({alias}) > 0 AND COUNT({alias}) < COUNT(*))"),
     ]
+
+
+def _mixed(ored: str, bits: int) -> exp.Expr:
+    """Return whether ``ored``, a ``BIT_OR`` of packed codes (:func:`_packed`), has two codes."""
+    low = 2**bits - 1
+    return exp.condition(f"(({ored} & {low}) & ({ored} >> {bits})) <> 0")
 
 
 def _over_one_group(rows: exp.Select, keys: dict[str, int | None], limit: int) -> exp.Select:
@@ -651,6 +677,80 @@ def _scaled_bounding(
     bounded = exp.union(light, exp.select(*columns).from_("__scaled"), distinct=False)
     steps.append(("__bounded", exp.select(*columns).from_(bounded.subquery("__all_rows"))))
     return steps
+
+
+def _single_pass(
+    keys: Sequence[KeySpec], parts: Sequence[_Part], contribution: Contribution
+) -> list[tuple[str, exp.Select]] | None:
+    """Return the steps from ``__rows`` to ``__bounded`` in one aggregation per unit, or None.
+
+    The same bounded rows as :func:`_scaled_bounding`, for a statement without group keys or
+    with one group per unit whose keys are runs of integers (:func:`_integer_run`; else None),
+    without the units beyond their bounds: one ``GROUP BY unit`` of the analyst's rows gives
+    each unit its ``n`` rows, its parts' exact totals, and per key the ``BIT_OR`` of its packed
+    codes (:func:`_packed`). A unit of one key (after the filter) has one pair, that key (its
+    code, read from the ``BIT_OR``), with ``m = min(n, c)``, exactly as a scaled statement
+    weighs it (its pair is kept whole when within its bounds, ``c <= k``); the rows of a unit
+    of several keys are aggregated per pair and its pair of least key hash is kept
+    (:func:`_one_pair`'s order and weight). A unit's bounded rows depend on its rows after the
+    filter only, so the filter may come first. One pass where most units are beyond their
+    bounds; where few are, the units-beyond-bounds statement and an aggregation without
+    bounding cost less (:mod:`dpcurator.curator._sampling` tells them apart).
+    """
+    c = contribution.per_group
+    grouped = [key for key in keys if not key.is_bin]
+    runs = [_integer_run(key.domain) for key in grouped]
+    if (grouped and contribution.groups != 1) or any(
+        r is None or r[1] - r[0] >= 2**31 - 2 for r in runs
+    ):
+        return None
+    aliases = [key.alias for key in grouped]
+    items: list[exp.Expr] = [_ref(UNIT), exp.alias_(exp.Count(this=exp.Star()), "__n")]
+    decoded: list[exp.Expr] = []
+    mixed: list[exp.Expr] = []
+    for alias, run in zip(aliases, runs, strict=True):
+        assert run is not None
+        bits, kind = _packing(run)
+        code = _packed(_code(_ref(alias), run, kind), bits, kind)
+        items.append(exp.alias_(exp.func("BIT_OR", code), f"__b{alias}"))
+        # a unit of one key: the low bits of the OR are its code
+        low = exp.BitwiseAnd(this=_ref(f"__b{alias}"), expression=_integer(2**bits - 1))
+        key = exp.Add(this=exp.paren(low), expression=_integer(run[0] - 1))
+        decoded.append(exp.alias_(key, alias))
+        mixed.append(_mixed(f"__b{alias}", bits))
+    items += [exp.alias_(p.pair.copy(), p.name) for p in parts]
+    units = exp.select(*items).from_("__rows").group_by(UNIT)
+    steps: list[tuple[str, exp.Select]] = [("__units", units)]
+    capped = _least(_ref("__n"), _integer(c))
+    limit = contribution.rows + contribution.groups * c
+    names = [p.name for p in parts]
+    if not grouped:
+        steps.append(("__scaled", _scaled([], parts, "__units", capped, limit)))
+    else:
+        several = exp.or_(*mixed)
+        one = exp.select(UNIT, *decoded, "__n", *names).from_("__units")
+        heavy = exp.select("__rows.*").from_("__rows")
+        on = exp.EQ(this=exp.column(UNIT, "__rows"), expression=exp.column(UNIT, "__several"))
+        pairs = exp.select(UNIT, *aliases, exp.alias_(exp.Count(this=exp.Star()), "__n"))
+        pairs = pairs.select(*[exp.alias_(p.pair.copy(), p.name) for p in parts])
+        columns = [UNIT, *aliases, "__n", *names]
+        order = _ordered(_key_hash(aliases), *map(_ref, aliases))
+        rank = exp.Window(this=exp.RowNumber(), partition_by=[_ref(UNIT)], order=order)
+        kept = exp.union(
+            exp.select(*columns).from_("__one"),
+            exp.select(*columns).from_("__ranked"),
+            distinct=False,
+        )
+        steps += [
+            ("__one", one.where(exp.not_(several))),
+            ("__several", exp.select(UNIT).from_("__units").where(several.copy())),
+            ("__heavy", heavy.join("__several", on=on)),
+            ("__pairs", pairs.from_("__heavy").group_by(UNIT, *aliases)),
+            ("__ranked", _window_filter(columns, "__pairs", rank, 1)),
+            ("__kept", exp.select(*columns).from_(kept.subquery("__k"))),
+            ("__scaled", _scaled(aliases, parts, "__kept", capped.copy(), limit)),
+        ]
+    return [*steps, ("__bounded", exp.select("*").from_("__scaled"))]
 
 
 def _least(a: exp.Expr, b: exp.Expr) -> exp.Expr:
@@ -1004,11 +1104,13 @@ def build_statements(
     over = over_statement(table, keys, contribution)
     steps: list[tuple[str, exp.Select]] = [("__rows", rows.select())]
     scaled = _scales(keys, measurements, over is not None)
+    single_steps = None
     if over is not None:
         steps.append((OVER, over))
         if scaled:
             summed = _parts(measurements, by_column, counted)
             steps += _scaled_bounding(rows, keys, summed, contribution)
+            single_steps = _single_pass(keys, summed, contribution)
         else:
             steps += _bounding(rows, keys, values, contribution)
     else:
@@ -1025,7 +1127,11 @@ def build_statements(
     if not aggregates:  # quantiles only: the main statement lists the groups
         aggregates.append(exp.alias_(exp.Count(this=exp.Star()), "__rows_total"))
     main = exp.select(*aliases, *aggregates).from_("__bounded")
-    main = _with_steps(main.group_by(*aliases) if aliases else main, steps)
+    main = main.group_by(*aliases) if aliases else main
+    single = None
+    if single_steps is not None:
+        single = _with_steps(main.copy(), [("__rows", rows.select()), *single_steps])
+    main = _with_steps(main, steps)
     quantile_columns = {m.column for m in measurements if isinstance(m.measure, QuantileCounts)}
     quantiles = None
     if quantile_columns:
@@ -1046,7 +1152,7 @@ def build_statements(
     # the keys' domains decide which rows the units beyond their bounds test (_key_code)
     grouped = tuple((k.column, k.domain) for k in keys if not k.is_bin)
     over_key = (table.unit_column, grouped, contribution)
-    return Statements(main=main, quantiles=quantiles, over=over, over_key=over_key)
+    return Statements(main=main, quantiles=quantiles, over=over, over_key=over_key, single=single)
 
 
 def _counted_columns(

@@ -1,0 +1,221 @@
+"""One aggregation per unit bounds the rows exactly as the units-beyond-bounds plan does.
+
+A scaled statement with one group per unit (or none) has a single-pass variant
+(``Statements.single``): one ``GROUP BY unit`` of the analyst's rows, each unit's key read from
+the ``BIT_OR`` of its packed codes, the units of several keys aggregated per pair. Its
+aggregates must equal the main statement's (which finds the units beyond their bounds first),
+on both engines, for every measure, filter and key shape; a session picks one of the two per
+table from the table's first rows, which changes no aggregate.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from sqlglot import exp
+
+from dpcurator.curator import Column, Table
+from dpcurator.curator import _statements as statements
+from dpcurator.curator._sampling import one_pass_pays
+from dpcurator.curator._session import Session
+from tests.curator.conftest import EngineKind, open_session
+
+QUERIES = [
+    "SELECT g, COUNT(*), SUM(x), AVG(x) FROM t GROUP BY g",
+    "SELECT g, COUNT(*), SUM(x) FROM t WHERE x > 30 GROUP BY g",
+    "SELECT w, COUNT(*), SUM(x), COUNT(y) FROM t GROUP BY w",
+    "SELECT g, v, COUNT(*), SUM(y) FROM t GROUP BY g, v",
+    "SELECT g, COUNT(DISTINCT u) AS people FROM t GROUP BY g",
+    "SELECT COUNT(*), SUM(x), AVG(y) FROM t",
+    "SELECT COUNT(*) FROM t WHERE x < 50",
+    "SELECT v, COUNT(*), SUM(x) FROM t WHERE g IS NULL OR g > 5 GROUP BY v",
+]
+
+
+def _frame(seed: int = 5) -> pd.DataFrame:
+    """Units of 1 to 8 rows: most of one key, some of two, NULL or out-of-domain keys."""
+    rng = np.random.default_rng(seed)
+    rows: list[tuple[int, float, float, float, int]] = []
+    for unit in range(400):
+        size = int(rng.integers(1, 9))
+        own = int(rng.integers(0, 20))
+        kind = unit % 7
+        for i in range(size):
+            g: float = own
+            if kind == 1 and i == size - 1:
+                g = (own + 1) % 20  # two keys of the domain
+            elif kind == 2 and i == 0:
+                g = np.nan  # NULL and a key
+            elif kind == 3:
+                g = 100 + i  # only keys outside the domain
+            elif kind == 4 and i == 0:
+                g = -7  # a key outside the domain and one inside
+            elif kind == 5:
+                g = [1, 2, 3][i % 3]  # three keys, each in many rows
+            y = np.nan if rng.random() < 0.2 else float(rng.uniform(-5, 5))
+            rows.append((unit, g, float(rng.uniform(0, 100)), y, int(rng.integers(0, 16))))
+    frame = pd.DataFrame(rows, columns=["u", "g", "x", "y", "v"])
+    frame["g"] = frame["g"].astype("Int64")
+    frame["w"] = frame["g"] * 2000  # a domain of 40,000 keys: packed in 31 bits
+    return frame
+
+
+def _table(source: Any, *, per_group: int | None = None) -> Table:
+    return Table(
+        "t",
+        source,
+        privacy_unit="u",
+        max_rows_per_unit=4,
+        max_groups_per_unit=1,
+        max_rows_per_group=per_group,
+        columns=[
+            Column("g", domain=list(range(20))),
+            Column("v", domain=list(range(16))),
+            Column("w", domain=list(range(40_000))),
+            Column("x", lower=0, upper=100, nullable=False),
+            Column("y", lower=-5, upper=5),
+        ],
+    )
+
+
+def _rows(session: Session, statement: exp.Query) -> list[tuple[Any, ...]]:
+    out = session._engine.run(statement, "t")
+    return sorted(zip(*out.values(), strict=True), key=repr)
+
+
+def _both(session: Session, query: str) -> tuple[list[Any], list[Any]]:
+    plan = session.plan(query, epsilon=1.0)
+    assert plan.statements.single is not None, query
+    return _rows(session, plan.statements.single), _rows(session, plan.statements.main)
+
+
+@pytest.mark.parametrize("per_group", [None, 2])
+def test_one_pass_gives_the_aggregates_of_the_units_beyond_bounds_plan(
+    engine_kind: EngineKind, per_group: int | None
+) -> None:
+    session = open_session(_table(_frame(), per_group=per_group), engine=engine_kind)
+    for query in QUERIES:
+        single, main = _both(session, query)
+        assert single == main, query
+
+
+def test_the_comparison_sees_bounding_and_units_of_several_keys(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Negative controls: the table has units beyond their bounds and units of several keys."""
+    session = open_session(_table(_frame()))
+    query = QUERIES[0]
+    plan = session.plan(query, epsilon=1.0)
+    main = _rows(session, plan.statements.main)
+    assert _rows(session, statements.without_heavy(plan.statements.main)) != main
+    monkeypatch.setattr(statements, "_mixed", lambda ored, bits: exp.false())
+    plan = open_session(_table(_frame())).plan(query, epsilon=1.0)
+    assert plan.statements.single is not None
+    assert _rows(session, plan.statements.single) != main
+
+
+def test_no_single_pass_where_it_does_not_apply() -> None:
+    """Several groups per unit, a key that is not a run of integers, quantiles: None."""
+    frame = _frame()
+    frame["s"] = frame["v"].astype(str)
+    several = Table(
+        "t",
+        frame,
+        privacy_unit="u",
+        max_rows_per_unit=4,
+        max_groups_per_unit=2,
+        columns=[Column("g", domain=list(range(20))), Column("x", lower=0, upper=100)],
+    )
+    text = Table(
+        "t",
+        frame,
+        privacy_unit="u",
+        max_rows_per_unit=4,
+        max_groups_per_unit=1,
+        columns=[Column("s", domain=[str(i) for i in range(16)]), Column("x", lower=0, upper=100)],
+    )
+    cases = [
+        (several, "SELECT g, COUNT(*) FROM t GROUP BY g"),
+        (text, "SELECT s, COUNT(*) FROM t GROUP BY s"),
+        (_table(frame), "SELECT MEDIAN(x) FROM t"),
+    ]
+    for table, query in cases:
+        plan = open_session(table).plan(query, epsilon=1.0)
+        assert plan.statements.single is None, query
+
+
+def _units(sizes: np.ndarray, *, shuffled: bool, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    unit = np.repeat(np.arange(sizes.size), sizes)
+    frame = pd.DataFrame(
+        {"u": unit, "g": unit % 20, "x": rng.uniform(0, 100, unit.size)},
+    )
+    return frame.sample(frac=1.0, random_state=seed) if shuffled else frame
+
+
+def _session_on(frame: pd.DataFrame, path: Path, engine: EngineKind = "duckdb") -> Session:
+    frame.to_parquet(path)
+    table = Table(
+        "t",
+        str(path),
+        privacy_unit="u",
+        max_rows_per_unit=5,
+        max_groups_per_unit=1,
+        columns=[Column("g", domain=list(range(20))), Column("x", lower=0, upper=100)],
+    )
+    return open_session(table, engine=engine)
+
+
+SHAPES = {
+    # name: (unit sizes, rows shuffled, one pass expected)
+    "1-5 rows, shuffled": (np.tile(np.arange(1, 6), 20_000), True, False),
+    "1-5 rows, sorted by unit": (np.tile(np.arange(1, 6), 20_000), False, False),
+    "10 rows, shuffled": (np.full(30_000, 10), True, True),
+    "10 rows, sorted by unit": (np.full(30_000, 10), False, True),
+    "30 rows, shuffled": (np.full(10_000, 30), True, True),
+}
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_a_session_bounds_in_one_pass_where_most_units_exceed_the_bound(
+    shape: str, tmp_path: Path
+) -> None:
+    sizes, shuffled, expected = SHAPES[shape]
+    session = _session_on(_units(sizes, shuffled=shuffled), tmp_path / "t.parquet")
+    query = "SELECT g, COUNT(*), SUM(x) FROM t GROUP BY g"
+    first = session.sql(query, epsilon=1.0)
+    assert [chosen for _, chosen in session._passes.values()] == [expected]
+    assert bool(session._over) is not expected  # the units beyond bounds: only if not one pass
+    again = session.sql(query, epsilon=1.0)
+    assert list(first.table["g"]) == list(again.table["g"])
+
+
+def test_the_quarter_of_the_prefix_tells_sorted_rows_from_shuffled_ones(tmp_path: Path) -> None:
+    """Negative control: read as shuffled, a file sorted by unit would seem all beyond bounds."""
+    sizes = np.tile(np.arange(1, 6), 20_000)
+    session = _session_on(_units(sizes, shuffled=False), tmp_path / "t.parquet")
+    plan = session.plan("SELECT g, COUNT(*) FROM t GROUP BY g", epsilon=1.0)
+    assert not session._prefix_says(plan)
+    from dpcurator.curator import _sampling
+
+    found = session._engine.run(
+        _sampling.prefix_statement("u", _sampling.prefix_rows(300_000)), "t"
+    )
+    pairs = int(found["__pairs"][0])
+    assert one_pass_pays(
+        total=300_000, rows=_sampling.prefix_rows(300_000), pairs=pairs, quarter_pairs=0, bound=5
+    )
+
+
+def test_spark_keeps_the_units_beyond_bounds_plan(tmp_path: Path, spark: Any) -> None:
+    """Spark reads no prefix (a job each): its sessions find the units beyond bounds first."""
+    session = _session_on(
+        _units(np.full(3_000, 10), shuffled=True), tmp_path / "t.parquet", "spark"
+    )
+    session.sql("SELECT g, COUNT(*) FROM t GROUP BY g", epsilon=1.0)
+    assert [chosen for _, chosen in session._passes.values()] == [False]
+    assert session._over
