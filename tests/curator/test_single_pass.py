@@ -103,6 +103,22 @@ def test_one_pass_gives_the_aggregates_of_the_units_beyond_bounds_plan(
         assert single == main, query
 
 
+def test_units_of_many_rows_are_summed_exactly_per_pair(
+    engine_kind: EngineKind, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Units whose double sums might round (over 2**53 / 2**b rows) go the exact way."""
+    session = open_session(_table(_frame()), engine=engine_kind)
+    plan = session.plan(QUERIES[0], epsilon=1.0)
+    rows = 2 ** plan.measurements[1].bits
+    monkeypatch.setattr(statements, "_EXACT_DOUBLE", 3 * rows)  # units of 4 rows and more
+    session = open_session(_table(_frame()), engine=engine_kind)
+    single, main = _both(session, QUERIES[0])
+    assert "__n > 3" in session._engine.render(
+        session.plan(QUERIES[0], epsilon=1.0).statements.single, "t"
+    )
+    assert single == main
+
+
 def test_the_comparison_sees_bounding_and_units_of_several_keys(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

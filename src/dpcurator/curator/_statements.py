@@ -600,11 +600,15 @@ def _group_limit(
 # -- scaled bounding: sums over rows, per (unit, group) pair ------------------------------------
 @dataclass(frozen=True)
 class _Part:
-    """One summed column of a scaled statement: ``name``, a row's term, a pair's aggregate."""
+    """One summed column of a scaled statement: ``name``, a row's term, a pair's aggregate.
+
+    ``largest``: the largest magnitude of a row's term, for a fixed-point sum (None: a count).
+    """
 
     name: str
     row: exp.Expr
     pair: exp.Expr
+    largest: int | None = None
 
 
 def _parts(
@@ -620,8 +624,10 @@ def _parts(
             present = exp.Case().when(_ref(alias).is_(exp.null()), _integer(0)).else_(_integer(1))
             parts.append(_Part(f"__c{i}", present, exp.Count(this=_ref(alias))))
         elif isinstance(measure, ValueSum):
-            index = _row_index(values[measure.column], measure, m.bits)
-            parts.append(_Part(f"__s{i}", index, exp.Sum(this=index.copy())))
+            value = values[measure.column]
+            index = _row_index(value, measure, m.bits)
+            largest = value.range.encoding(m.bits, measure.encoding).row_units
+            parts.append(_Part(f"__s{i}", index, exp.Sum(this=index.copy()), largest))
     return parts
 
 
@@ -687,15 +693,20 @@ def _single_pass(
     The same bounded rows as :func:`_scaled_bounding`, for a statement without group keys or
     with one group per unit whose keys are runs of integers (:func:`_integer_run`; else None),
     without the units beyond their bounds: one ``GROUP BY unit`` of the analyst's rows gives
-    each unit its ``n`` rows, its parts' exact totals, and per key the ``BIT_OR`` of its packed
-    codes (:func:`_packed`). A unit of one key (after the filter) has one pair, that key (its
-    code, read from the ``BIT_OR``), with ``m = min(n, c)``, exactly as a scaled statement
-    weighs it (its pair is kept whole when within its bounds, ``c <= k``); the rows of a unit
-    of several keys are aggregated per pair and its pair of least key hash is kept
-    (:func:`_one_pair`'s order and weight). A unit's bounded rows depend on its rows after the
-    filter only, so the filter may come first. One pass where most units are beyond their
-    bounds; where few are, the units-beyond-bounds statement and an aggregation without
-    bounding cost less (:mod:`dpcurator.curator._sampling` tells them apart).
+    each unit its ``n`` rows, its parts' totals, and per key the ``BIT_OR`` of its packed codes
+    (:func:`_packed`). A unit of one key (after the filter) has one pair, that key (its code,
+    read from the ``BIT_OR``), with ``m = min(n, c)``, exactly as a scaled statement weighs it
+    (its pair is kept whole when within its bounds, ``c <= k``); the rows of the other units
+    are aggregated per pair and each keeps its pair of least key hash (:func:`_one_pair`'s
+    order and weight). A unit's bounded rows depend on its rows after the filter only, so the
+    filter may come first. One pass where most units are beyond their bounds; where few are,
+    the units-beyond-bounds statement and an aggregation without bounding cost less
+    (:mod:`dpcurator.curator._sampling` tells them apart).
+
+    With keys, a unit's fixed-point sums are summed as DOUBLE, exact integers while ``n``
+    terms of magnitude at most ``2**b`` stay below ``2**53`` (every partial sum is then an
+    integer a double holds exactly, in any order, on both engines); a unit with more rows
+    goes the way of a unit of several keys, whose pairs are summed exactly.
     """
     c = contribution.per_group
     grouped = [key for key in keys if not key.is_bin]
@@ -704,53 +715,86 @@ def _single_pass(
         r is None or r[1] - r[0] >= 2**31 - 2 for r in runs
     ):
         return None
-    aliases = [key.alias for key in grouped]
-    items: list[exp.Expr] = [_ref(UNIT), exp.alias_(exp.Count(this=exp.Star()), "__n")]
-    decoded: list[exp.Expr] = []
-    mixed: list[exp.Expr] = []
-    for alias, run in zip(aliases, runs, strict=True):
-        assert run is not None
-        bits, kind = _packing(run)
-        code = _packed(_code(_ref(alias), run, kind), bits, kind)
-        items.append(exp.alias_(exp.func("BIT_OR", code), f"__b{alias}"))
-        # a unit of one key: the low bits of the OR are its code
-        low = exp.BitwiseAnd(this=_ref(f"__b{alias}"), expression=_integer(2**bits - 1))
-        key = exp.Add(this=exp.paren(low), expression=_integer(run[0] - 1))
-        decoded.append(exp.alias_(key, alias))
-        mixed.append(_mixed(f"__b{alias}", bits))
-    items += [exp.alias_(p.pair.copy(), p.name) for p in parts]
-    units = exp.select(*items).from_("__rows").group_by(UNIT)
-    steps: list[tuple[str, exp.Select]] = [("__units", units)]
     capped = _least(_ref("__n"), _integer(c))
     limit = contribution.rows + contribution.groups * c
-    names = [p.name for p in parts]
+    count = exp.alias_(exp.Count(this=exp.Star()), "__n")
     if not grouped:
-        steps.append(("__scaled", _scaled([], parts, "__units", capped, limit)))
-    else:
-        several = exp.or_(*mixed)
-        one = exp.select(UNIT, *decoded, "__n", *names).from_("__units")
-        heavy = exp.select("__rows.*").from_("__rows")
-        on = exp.EQ(this=exp.column(UNIT, "__rows"), expression=exp.column(UNIT, "__several"))
-        pairs = exp.select(UNIT, *aliases, exp.alias_(exp.Count(this=exp.Star()), "__n"))
-        pairs = pairs.select(*[exp.alias_(p.pair.copy(), p.name) for p in parts])
-        columns = [UNIT, *aliases, "__n", *names]
-        order = _ordered(_key_hash(aliases), *map(_ref, aliases))
-        rank = exp.Window(this=exp.RowNumber(), partition_by=[_ref(UNIT)], order=order)
-        kept = exp.union(
-            exp.select(*columns).from_("__one"),
-            exp.select(*columns).from_("__ranked"),
-            distinct=False,
+        items = [_ref(UNIT), count, *[exp.alias_(p.pair.copy(), p.name) for p in parts]]
+        units = exp.select(*items).from_("__rows").group_by(UNIT)
+        scaled = _scaled([], parts, "__units", capped, limit)
+        return [("__units", units), ("__scaled", scaled), _bounded_scaled()]
+    items = [_ref(UNIT), count]
+    decoded: list[exp.Expr] = []
+    several: list[exp.Expr] = []
+    for key, run in zip(grouped, runs, strict=True):
+        assert run is not None
+        bits, kind = _packing(run)
+        code = _packed(_code(_ref(key.alias), run, kind), bits, kind)
+        ored = f"__b{key.alias}"
+        items.append(exp.alias_(exp.func("BIT_OR", code), ored))
+        # a unit of one key: the low bits of the OR are its code
+        low = exp.BitwiseAnd(this=_ref(ored), expression=_integer(2**bits - 1))
+        decoded.append(
+            exp.alias_(exp.Add(this=exp.paren(low), expression=_integer(run[0] - 1)), key.alias)
         )
-        steps += [
-            ("__one", one.where(exp.not_(several))),
-            ("__several", exp.select(UNIT).from_("__units").where(several.copy())),
-            ("__heavy", heavy.join("__several", on=on)),
-            ("__pairs", pairs.from_("__heavy").group_by(UNIT, *aliases)),
-            ("__ranked", _window_filter(columns, "__pairs", rank, 1)),
-            ("__kept", exp.select(*columns).from_(kept.subquery("__k"))),
-            ("__scaled", _scaled(aliases, parts, "__kept", capped.copy(), limit)),
-        ]
-    return [*steps, ("__bounded", exp.select("*").from_("__scaled"))]
+        several.append(_mixed(ored, bits))
+    sums = [p for p in parts if p.largest is not None]
+    if sums:
+        exact_rows = min(_EXACT_DOUBLE // p.largest for p in sums if p.largest is not None)
+        several.append(exp.GT(this=_ref("__n"), expression=_integer(exact_rows)))
+    for p in parts:
+        total = p.pair.copy() if p.largest is None else exp.Sum(this=_double(p.row.copy()))
+        items.append(exp.alias_(total, p.name))
+    one = [
+        exp.alias_(exp.cast(_ref(p.name), "BIGINT"), p.name) if p.largest else _ref(p.name)
+        for p in parts
+    ]
+    units = exp.select(*items).from_("__rows").group_by(UNIT)
+    flag = exp.or_(*several)
+    single = exp.select(UNIT, *decoded, "__n", *one).from_("__units").where(exp.not_(flag))
+    steps = [("__units", units), ("__one", single)]
+    steps += _pairs_of_flagged(grouped, parts, exp.select(UNIT).from_("__units").where(flag.copy()))
+    steps.append(("__scaled", _scaled(_grouped(grouped), parts, "__kept", capped, limit)))
+    return [*steps, _bounded_scaled()]
+
+
+_EXACT_DOUBLE = 2**53
+"""Integers up to this magnitude are exact as doubles (:func:`_single_pass`'s sums)."""
+
+
+def _bounded_scaled() -> tuple[str, exp.Select]:
+    return ("__bounded", exp.select("*").from_("__scaled"))
+
+
+def _pairs_of_flagged(
+    keys: Sequence[KeySpec], parts: Sequence[_Part], flagged: exp.Select
+) -> list[tuple[str, exp.Select]]:
+    """Return the steps from ``__one`` (a pair per unit) and the ``flagged`` units to ``__kept``.
+
+    The rows of the flagged units are aggregated per (unit, group) pair, exactly, and each
+    unit keeps its pair of least key hash (ties: the keys' order), as :func:`_one_pair` does.
+    """
+    aliases = _grouped(keys)
+    names = [p.name for p in parts]
+    on = exp.EQ(this=exp.column(UNIT, "__rows"), expression=exp.column(UNIT, "__flagged"))
+    rows = exp.select("__rows.*").from_("__rows").join("__flagged", on=on)
+    pairs = exp.select(UNIT, *aliases, exp.alias_(exp.Count(this=exp.Star()), "__n"))
+    pairs = pairs.select(*[exp.alias_(p.pair.copy(), p.name) for p in parts])
+    columns = [UNIT, *aliases, "__n", *names]
+    order = _ordered(_key_hash(aliases), *map(_ref, aliases))
+    rank = exp.Window(this=exp.RowNumber(), partition_by=[_ref(UNIT)], order=order)
+    kept = exp.union(
+        exp.select(*columns).from_("__one"),
+        exp.select(*columns).from_("__ranked"),
+        distinct=False,
+    )
+    return [
+        ("__flagged", flagged),
+        ("__heavy", rows),
+        ("__pairs", pairs.from_("__heavy").group_by(UNIT, *aliases)),
+        ("__ranked", _window_filter(columns, "__pairs", rank, 1)),
+        ("__kept", exp.select(*columns).from_(kept.subquery("__k"))),
+    ]
 
 
 def _least(a: exp.Expr, b: exp.Expr) -> exp.Expr:
