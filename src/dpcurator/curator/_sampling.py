@@ -67,18 +67,18 @@ def prefix_statement(unit: str, rows: int) -> exp.Select:
     """Count the pairs of rows of one unit in the first ``rows`` rows and in their first quarter.
 
     Columns ``__pairs`` and ``__quarter``: ``sum m (m - 1)`` over the units' ``m`` rows in each
-    prefix (rows without a unit skipped). NULL for no rows.
+    prefix (rows without a unit skipped; NULL for no rows). One read of the prefix, whose rows
+    are numbered in the order they come.
     """
-
-    def pairs(limit: int) -> exp.Expr:
-        column = exp.column(unit, quoted=True)
-        first = exp.select(exp.alias_(column, "__u")).from_(SOURCE)
-        first = first.where(exp.not_(column.copy().is_(exp.null()))).limit(max(limit, 0))
-        per_unit = exp.select("COUNT(*) AS __m").from_(first.subquery("__first")).group_by("__u")
-        total = exp.select("SUM(__m * (__m - 1)) AS __p").from_(per_unit.subquery("__per"))
-        return exp.Subquery(this=total)
-
-    return exp.select(exp.alias_(pairs(rows), "__pairs"), exp.alias_(pairs(rows // 4), "__quarter"))
+    column = exp.column(unit, quoted=True)
+    first = exp.select(exp.alias_(column, "__u")).from_(SOURCE)
+    first = first.where(exp.not_(column.copy().is_(exp.null()))).limit(max(rows, 0))
+    numbered = exp.select("__u", "ROW_NUMBER() OVER () AS __r").from_(first.subquery("__first"))
+    quarter = f"COUNT(*) FILTER (WHERE __r <= {rows // 4}) AS __q"
+    per_unit = exp.select("COUNT(*) AS __m", quarter).from_(numbered.subquery("__numbered"))
+    per_unit = per_unit.group_by("__u")
+    pairs = ["SUM(__m * (__m - 1)) AS __pairs", "SUM(__q * (__q - 1)) AS __quarter"]
+    return exp.select(*pairs).from_(per_unit.subquery("__per"))
 
 
 def one_pass_pays(*, total: int, rows: int, pairs: int, quarter_pairs: int, bound: int) -> bool:

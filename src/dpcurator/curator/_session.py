@@ -309,6 +309,9 @@ class Session:
           and the bounds only (never on the query's filter), so they are computed once and
           reused (see :mod:`dpcurator.curator._statements`); when none is beyond its bounds,
           the statements skip the bounding steps;
+        - where most units are beyond their bounds (:meth:`_one_pass`), a scaled statement
+          with one group per unit runs in one aggregation per unit instead
+          (:attr:`~dpcurator.curator._statements.Statements.single`: the same aggregates);
         - the exact aggregates of a statement already run are reused (the same SQL on the same
           rows gives the same integers). Only the exact values are reused: every answer gets
           fresh noise and is charged in full. What a repeated statement's shorter latency
@@ -319,9 +322,9 @@ class Session:
         version = self._engine.version(table)
         if version is None:
             return lambda statement: self._engine.run(statement, table)
-        single = plan.statements.single
-        if single is not None and self._one_pass(plan, version):
-            main = plan.statements.main
+        if plan.statements.build_single is not None and self._one_pass(plan, version):
+            main, single = plan.statements.main, plan.statements.single
+            assert single is not None
             return lambda statement: self._exact(
                 table, version, single if statement is main else statement
             )

@@ -64,8 +64,9 @@ result, since scaling a pair within its bounds changes nothing).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import assert_never
 
 from sqlglot import exp
@@ -126,16 +127,24 @@ class Statements:
         The units beyond a bound (None when the table has no privacy unit).
     over_key : tuple
         What :attr:`over` depends on besides the table's rows: the unit, key columns, bounds.
-    single : sqlglot.exp.Query or None
-        :attr:`main` in one aggregation per unit, without :attr:`over` (the same result;
-        see :func:`_single_pass`), or None where it does not apply.
+    build_single : callable or None
+        Builds :attr:`single` (on demand: most tables never need it), or None where it does not
+        apply.
     """
 
     main: exp.Query
     quantiles: exp.Query | None
     over: exp.Query | None
     over_key: tuple[object, ...]
-    single: exp.Query | None = None
+    build_single: Callable[[], exp.Query] | None = field(default=None, compare=False)
+
+    @cached_property
+    def single(self) -> exp.Query | None:
+        """Return :attr:`main` in one aggregation per unit, without :attr:`over`, or None.
+
+        The same result (see :func:`_single_pass`); None where it does not apply.
+        """
+        return None if self.build_single is None else self.build_single()
 
     @property
     def all(self) -> list[exp.Query]:
@@ -685,13 +694,22 @@ def _scaled_bounding(
     return steps
 
 
+def _single_pass_applies(keys: Sequence[KeySpec], contribution: Contribution) -> bool:
+    """Whether :func:`_single_pass` applies: no group key, or one group per unit of run keys."""
+    grouped = [key for key in keys if not key.is_bin]
+    if grouped and contribution.groups != 1:
+        return False
+    runs = [_integer_run(key.domain) for key in grouped]
+    return all(r is not None and r[1] - r[0] < 2**31 - 2 for r in runs)
+
+
 def _single_pass(
     keys: Sequence[KeySpec], parts: Sequence[_Part], contribution: Contribution
-) -> list[tuple[str, exp.Select]] | None:
-    """Return the steps from ``__rows`` to ``__bounded`` in one aggregation per unit, or None.
+) -> list[tuple[str, exp.Select]]:
+    """Return the steps from ``__rows`` to ``__bounded`` in one aggregation per unit.
 
     The same bounded rows as :func:`_scaled_bounding`, for a statement without group keys or
-    with one group per unit whose keys are runs of integers (:func:`_integer_run`; else None),
+    with one group per unit whose keys are runs of integers (:func:`_single_pass_applies`),
     without the units beyond their bounds: one ``GROUP BY unit`` of the analyst's rows gives
     each unit its ``n`` rows, its parts' totals, and per key the ``BIT_OR`` of its packed codes
     (:func:`_packed`). A unit of one key (after the filter) has one pair, that key (its code,
@@ -708,13 +726,10 @@ def _single_pass(
     integer a double holds exactly, in any order, on both engines); a unit with more rows
     goes the way of a unit of several keys, whose pairs are summed exactly.
     """
+    assert _single_pass_applies(keys, contribution)
     c = contribution.per_group
     grouped = [key for key in keys if not key.is_bin]
     runs = [_integer_run(key.domain) for key in grouped]
-    if (grouped and contribution.groups != 1) or any(
-        r is None or r[1] - r[0] >= 2**31 - 2 for r in runs
-    ):
-        return None
     capped = _least(_ref("__n"), _integer(c))
     limit = contribution.rows + contribution.groups * c
     count = exp.alias_(exp.Count(this=exp.Star()), "__n")
@@ -1148,13 +1163,12 @@ def build_statements(
     over = over_statement(table, keys, contribution)
     steps: list[tuple[str, exp.Select]] = [("__rows", rows.select())]
     scaled = _scales(keys, measurements, over is not None)
-    single_steps = None
+    summed: list[_Part] = []
     if over is not None:
         steps.append((OVER, over))
         if scaled:
             summed = _parts(measurements, by_column, counted)
             steps += _scaled_bounding(rows, keys, summed, contribution)
-            single_steps = _single_pass(keys, summed, contribution)
         else:
             steps += _bounding(rows, keys, values, contribution)
     else:
@@ -1172,9 +1186,14 @@ def build_statements(
         aggregates.append(exp.alias_(exp.Count(this=exp.Star()), "__rows_total"))
     main = exp.select(*aliases, *aggregates).from_("__bounded")
     main = main.group_by(*aliases) if aliases else main
-    single = None
-    if single_steps is not None:
-        single = _with_steps(main.copy(), [("__rows", rows.select()), *single_steps])
+    build_single = None
+    if over is not None and scaled and _single_pass_applies(keys, contribution):
+        bare = main.copy()
+
+        def build_single() -> exp.Query:
+            single = _single_pass(keys, summed, contribution)
+            return _with_steps(bare.copy(), [("__rows", rows.select()), *single])
+
     main = _with_steps(main, steps)
     quantile_columns = {m.column for m in measurements if isinstance(m.measure, QuantileCounts)}
     quantiles = None
@@ -1196,7 +1215,9 @@ def build_statements(
     # the keys' domains decide which rows the units beyond their bounds test (_key_code)
     grouped = tuple((k.column, k.domain) for k in keys if not k.is_bin)
     over_key = (table.unit_column, grouped, contribution)
-    return Statements(main=main, quantiles=quantiles, over=over, over_key=over_key, single=single)
+    return Statements(
+        main=main, quantiles=quantiles, over=over, over_key=over_key, build_single=build_single
+    )
 
 
 def _counted_columns(
