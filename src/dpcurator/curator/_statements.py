@@ -169,6 +169,11 @@ def _integer(value: int) -> exp.Expr:
     return exp.Literal.number(value)
 
 
+def _case(whens: Sequence[tuple[exp.Expr, exp.Expr]], default: exp.Expr) -> exp.Case:
+    """``CASE WHEN c THEN v ... ELSE default END`` of fresh trees, taken as they are (no copy)."""
+    return exp.Case(ifs=[exp.If(this=c, true=v) for c, v in whens], default=default)
+
+
 def _clamp(value: exp.Expr, low: exp.Expr, high: exp.Expr) -> exp.Expr:
     """``value`` clamped into ``[low, high]``; NaN gives ``high`` and NULL stays NULL.
 
@@ -181,8 +186,7 @@ def _clamp(value: exp.Expr, low: exp.Expr, high: exp.Expr) -> exp.Expr:
     inside = exp.Between(this=value, low=low, high=high)
     below = exp.LT(this=value.copy(), expression=low.copy())
     above = exp.GT(this=value.copy(), expression=high.copy())
-    case = exp.Case().when(inside, value.copy()).when(below, low.copy())
-    return case.when(above, high.copy()).else_(value.copy())
+    return _case([(inside, value.copy()), (below, low.copy()), (above, high.copy())], value.copy())
 
 
 def _double(value: exp.Expr) -> exp.Expr:
@@ -281,8 +285,8 @@ def _clamped(value: ValueSpec) -> exp.Expr:
     low, high = _number(value.lower), _number(value.upper)
     inside = exp.Between(this=x, low=low, high=high)
     below = exp.LT(this=x.copy(), expression=low.copy())
-    case = exp.Case().when(inside, x.copy()).when(_missing(value.column), fill)
-    return case.when(below, low.copy()).else_(high.copy())
+    whens = [(inside, x.copy()), (_missing(value.column), fill), (below, low.copy())]
+    return _case(whens, high.copy())
 
 
 def _bin(key: KeySpec, nullable: bool) -> exp.Expr:
@@ -291,11 +295,14 @@ def _bin(key: KeySpec, nullable: bool) -> exp.Expr:
     x: exp.Expr = _double(_source_column(key.column))
     if not nullable:
         mid = _number((edges[0] + edges[-1]) / 2.0)
-        x = exp.Case().when(_missing(key.column), mid).else_(x)
-    case = exp.Case()
-    for i, edge in enumerate(edges[1:-1]):
-        case = case.when(exp.LT(this=x.copy(), expression=_number(edge)), _integer(i))
-    return case.else_(_integer(len(edges) - 2)) if len(edges) > 2 else _integer(0)
+        x = _case([(_missing(key.column), mid)], x)
+    if len(edges) <= 2:
+        return _integer(0)
+    whens = [
+        (exp.LT(this=x.copy(), expression=_number(edge)), _integer(i))
+        for i, edge in enumerate(edges[1:-1])
+    ]
+    return _case(whens, _integer(len(edges) - 2))
 
 
 def _rows(
@@ -485,7 +492,7 @@ def _key_code(key: KeySpec) -> tuple[exp.Expr, int | None]:
         return value, None
     bits, kind = _packing(run)
     inside = _in_domain(value.copy(), key.domain or ())
-    code = exp.Case().when(inside, _code(value, run, kind)).else_(exp.cast(_integer(0), kind))
+    code = _case([(inside, _code(value, run, kind))], exp.cast(_integer(0), kind))
     return _packed(code, bits, kind), bits
 
 
@@ -551,7 +558,7 @@ def _bounding(
     grouped = _grouped(keys)
     others: list[exp.Expr] = [_ref(k.alias) for k in keys if k.is_bin]
     others += [
-        exp.Case().when(_ref(name).is_(exp.null()), _integer(1)).else_(_integer(0))
+        _case([(_ref(name).is_(exp.null()), _integer(1))], _integer(0))
         for name in columns
         if name.startswith("__cc")
     ]
@@ -630,7 +637,7 @@ def _parts(
         if isinstance(measure, ColumnCount):
             column = measure.column
             alias = values[column].alias if column in values else counted[column]
-            present = exp.Case().when(_ref(alias).is_(exp.null()), _integer(0)).else_(_integer(1))
+            present = _case([(_ref(alias).is_(exp.null()), _integer(0))], _integer(1))
             parts.append(_Part(f"__c{i}", present, exp.Count(this=_ref(alias))))
         elif isinstance(measure, ValueSum):
             value = values[measure.column]
@@ -922,7 +929,7 @@ def scale_part(s: exp.Expr, m: exp.Expr, n: exp.Expr, limit: int) -> exp.Expr:
     wide = exp.Mul(this=s.copy(), expression=m.copy())
     fast = exp.IntDiv(this=exp.paren(narrow), expression=n.copy())
     slow = exp.IntDiv(this=exp.paren(wide), expression=n.copy())
-    return exp.Case().when(fits, fast).else_(slow)
+    return _case([(fits, fast)], slow)
 
 
 def _scaled_aggregate(m: Measurement, index: int) -> exp.Expr | None:
@@ -1192,9 +1199,9 @@ def build_statements(
 
         def build_single() -> exp.Query:
             single = _single_pass(keys, summed, contribution)
-            return _with_steps(bare.copy(), [("__rows", rows.select()), *single])
+            return _with_steps(bare.copy(), [("__rows", rows.select()), *single], copy=False)
 
-    main = _with_steps(main, steps)
+    main = _with_steps(main, steps, copy=False)  # the quantiles' statement copies them
     quantile_columns = {m.column for m in measurements if isinstance(m.measure, QuantileCounts)}
     quantiles = None
     if quantile_columns:
@@ -1211,7 +1218,7 @@ def build_statements(
         for part in parts[1:]:
             union = exp.union(union, part, distinct=False)
         outer = exp.select("*").from_(union.subquery("__buckets"))
-        quantiles = _with_steps(outer, steps)
+        quantiles = _with_steps(outer, steps, copy=True)
     # the keys' domains decide which rows the units beyond their bounds test (_key_code)
     grouped = tuple((k.column, k.domain) for k in keys if not k.is_bin)
     over_key = (table.unit_column, grouped, contribution)
@@ -1231,11 +1238,19 @@ def _counted_columns(
     return out
 
 
-def _with_steps(select: exp.Select, steps: Sequence[tuple[str, exp.Select]]) -> exp.Select:
+def _with_steps(
+    select: exp.Select, steps: Sequence[tuple[str, exp.Select]], *, copy: bool
+) -> exp.Select:
+    """Return ``select`` with ``steps`` as its CTEs, copies of them unless ``copy`` is false.
+
+    Without copies the statement takes the steps' trees as its own: for steps no other
+    statement takes (copying a plan's trees is most of the time it takes to build them).
+    """
     for name, step in steps:
         # __rows is read twice (light and heavy units): DuckDB should not materialize it.
         materialized = False if name == "__rows" else None
-        select = select.with_(name, as_=step.copy(), materialized=materialized, copy=False)
+        as_ = step.copy() if copy else step
+        select = select.with_(name, as_=as_, materialized=materialized, copy=False)
     return select
 
 
