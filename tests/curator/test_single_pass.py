@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 from sqlglot import exp
 
@@ -225,6 +226,27 @@ def test_the_quarter_of_the_prefix_tells_sorted_rows_from_shuffled_ones(tmp_path
     assert one_pass_pays(
         total=300_000, rows=_sampling.prefix_rows(300_000), pairs=pairs, quarter_pairs=0, bound=5
     )
+
+
+@pytest.mark.parametrize("kind", ["arrow", "csv"])
+def test_the_prefix_is_read_only_where_the_table_size_is_known(kind: str, tmp_path: Path) -> None:
+    """An Arrow table knows its length; a CSV file would be read whole to count its rows."""
+    frame = _units(np.full(30_000, 10), shuffled=True)
+    source: Any = pa.Table.from_pandas(frame, preserve_index=False)
+    if kind == "csv":
+        source = str(tmp_path / "t.csv")
+        frame.to_csv(source, index=False)
+    table = Table(
+        "t",
+        source,
+        privacy_unit="u",
+        max_rows_per_unit=5,
+        max_groups_per_unit=1,
+        columns=[Column("g", domain=list(range(20))), Column("x", lower=0, upper=100)],
+    )
+    session = open_session(table)
+    session.sql("SELECT g, COUNT(*) FROM t GROUP BY g", epsilon=1.0)
+    assert [chosen for _, chosen in session._passes.values()] == [kind == "arrow"]
 
 
 def test_spark_keeps_the_units_beyond_bounds_plan(tmp_path: Path, spark: Any) -> None:

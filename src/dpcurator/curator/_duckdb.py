@@ -86,9 +86,6 @@ class DuckDBEngine(ClosesOnExit):
     """
 
     dialect: ClassVar[str] = "duckdb"
-    cheap_prefix: ClassVar[bool] = True
-    """Whether a table's row count and first rows are cheap to read: yes (a Parquet file's
-    row count is in its metadata, and a prefix reads a row group or two)."""
 
     def __init__(
         self,
@@ -293,6 +290,24 @@ class DuckDBEngine(ClosesOnExit):
             names = [str(d[0]) for d in cursor.description or ()]
             rows = cursor.fetchall()
         return {name: [row[i] for row in rows] for i, name in enumerate(names)}
+
+    def row_count(self, table: str) -> int | None:
+        """Return ``table``'s number of rows where it costs little to learn, else None.
+
+        A Parquet file's count is in its metadata and a DuckDB database keeps its tables'
+        counts; an Arrow table knows its length. A CSV file (a whole read) and a table of a
+        connection or a DataFrame (rows that may change) give None.
+        """
+        source = self._tables[table].source
+        if isinstance(source, pa.Table):
+            return int(source.num_rows)
+        if not isinstance(source, str | os.PathLike):
+            return None
+        if not os.fspath(source).lower().endswith((".parquet", ".pq", ".duckdb", ".db", ".ddb")):
+            return None
+        with self._lock:
+            found = self._connection.execute(f"SELECT COUNT(*) FROM {self.relation(table)}")
+            return int(found.fetchall()[0][0])
 
     def version(self, table: str) -> Hashable | None:
         """Return a token that changes whenever ``table``'s rows may; None when unknown.

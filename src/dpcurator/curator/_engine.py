@@ -61,9 +61,6 @@ class Engine(Protocol):
     """
 
     dialect: ClassVar[str]
-    cheap_prefix: ClassVar[bool]
-    """Whether a table's row count and first rows cost little to read (a session then reads
-    them to choose how to bound, :mod:`dpcurator.curator._sampling`)."""
 
     @property
     def tables(self) -> dict[str, Table]:
@@ -117,6 +114,14 @@ class Engine(Protocol):
 
     def materialize(self, statement: exp.Query, table: str) -> exp.Table:
         """Run ``statement`` into a temporary table of the engine; return its name."""
+        ...
+
+    def row_count(self, table: str) -> int | None:
+        """Return ``table``'s number of rows where it costs little to learn (metadata), or None.
+
+        A session then reads the table's first rows to choose how to bound
+        (:mod:`dpcurator.curator._sampling`); None keeps the default plan.
+        """
         ...
 
     def exact(self, table: str, sql: str) -> dict[str, np.ndarray[Any, Any]]:

@@ -8,7 +8,9 @@ bounding at all when there are none; or one aggregation per unit of the query's 
 floor ``GROUP BY unit`` when units are within their bounds and about three times it when most
 are not; the second about 1.6 times it either way. A session picks one per table before its
 first query, from the first rows of the table (:func:`prefix_statement`, a few tens of
-thousands of rows), and the choice changes only how fast a query runs.
+thousands of rows) where the engine knows the table's size cheaply
+(:meth:`~dpcurator.curator.Engine.row_count`: a Parquet file, an Arrow table), and the choice
+changes only how fast a query runs.
 
 The guess is the *size-biased mean* unit size ``mu = sum(n_u**2) / N``: the number of rows of
 the unit of a row drawn at random. One pass is chosen when ``mu`` exceeds the per-group bound
@@ -42,7 +44,7 @@ from sqlglot import exp
 
 from dpcurator.curator._engine import SOURCE
 
-__all__ = ["PREFIX_FACTOR", "one_pass_pays", "prefix_rows", "prefix_statement", "total_statement"]
+__all__ = ["PREFIX_FACTOR", "one_pass_pays", "prefix_rows", "prefix_statement"]
 
 PREFIX_FACTOR = 16
 """The prefix holds ``16 sqrt(N)`` rows: ``R**2 / N = 256``, so that a shuffled table's prefix
@@ -56,11 +58,6 @@ def prefix_rows(total: int) -> int:
     (50597, 100)
     """
     return min(total, math.ceil(PREFIX_FACTOR * math.sqrt(max(total, 0))))
-
-
-def total_statement() -> exp.Select:
-    """``SELECT COUNT(*) AS __total`` of the table's rows (Parquet and DataFrames: metadata)."""
-    return exp.select(exp.alias_(exp.Count(this=exp.Star()), "__total")).from_(SOURCE)
 
 
 def prefix_statement(unit: str, rows: int) -> exp.Select:

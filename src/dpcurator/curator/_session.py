@@ -52,7 +52,6 @@ from dpcurator.curator._sampling import (
     one_pass_pays,
     prefix_rows,
     prefix_statement,
-    total_statement,
 )
 from dpcurator.curator._sql import parse_query
 from dpcurator.curator._statements import (
@@ -364,15 +363,19 @@ class Session:
             return cached.count >= _PAIRS_FROM
         chosen = self._passes.get(key)
         if chosen is None or chosen[0] != version:
-            chosen = (version, self._engine.cheap_prefix and self._prefix_says(plan))
+            chosen = (version, self._prefix_says(plan))
             self._passes[key] = chosen
         return chosen[1]
 
     def _prefix_says(self, plan: Plan) -> bool:
-        """Whether the table's first rows suggest that most of its units exceed the bound."""
+        """Whether the table's first rows suggest that most of its units exceed the bound.
+
+        False where the engine does not know the table's size cheaply.
+        """
         table = plan.query.table
-        assert table.unit_column is not None
-        total = int(self._engine.run(total_statement(), table.name)["__total"][0])
+        total = self._engine.row_count(table.name)
+        if total is None or table.unit_column is None:
+            return False
         rows = prefix_rows(total)
         found = self._engine.run(prefix_statement(table.unit_column, rows), table.name)
         return one_pass_pays(

@@ -278,9 +278,6 @@ class SparkEngine(ClosesOnExit):
     """
 
     dialect: ClassVar[str] = "spark"
-    cheap_prefix: ClassVar[bool] = False
-    """Whether a table's row count and first rows are cheap to read: no (each costs a Spark
-    job, which outweighs what it saves)."""
 
     def __init__(
         self,
@@ -601,6 +598,10 @@ class SparkEngine(ClosesOnExit):
             for f in fields
         ]
         return {f.name: [_value(row[i], integral[i]) for row in rows] for i, f in enumerate(fields)}
+
+    def row_count(self, table: str) -> int | None:
+        """Return None: a Spark table's count costs a job (see :class:`Engine`)."""
+        return None
 
     def version(self, table: str) -> Hashable | None:
         """Return a token that changes whenever ``table``'s rows may; None when unknown.
