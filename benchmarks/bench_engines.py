@@ -73,7 +73,8 @@ after one that took over ``--max-seconds`` (default 60 s).
    (1-5, 10, 100) and groups (1,000, 100,000); a table and ``benchmarks/results/engines.png``.
 
 5. ``--statements`` (alone): the first query's statements against a single pass over the rows
-   (:data:`SINGLE_PASS`), interleaved in this process, CPU and wall seconds, no JSON written
+   (the session's ``Statements.single``), interleaved in this process, CPU and wall seconds,
+   no JSON written
    (see :func:`statement_timings`). With ``--compare SRC``: the statements a session runs
    (units beyond their bounds, first and later query) as rendered by another checkout's ``src``
    and by this one, alternated in this process, their aggregates checked equal (see
@@ -889,48 +890,25 @@ def git_rev() -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# --statements: the first query's statements against a single pass, in one process
-
-SINGLE_PASS = """
-WITH __all AS NOT MATERIALIZED (SELECT "unit_id" AS __u, "grp" AS __k0, {value} AS __x0
-    FROM {rows} WHERE NOT "unit_id" IS NULL),
-__units AS (SELECT __u, COUNT(*) AS __a, MIN(__k0) AS __k0,
-    (MIN(__k0) <> MAX(__k0) OR (COUNT(__k0) > 0 AND COUNT(__k0) < COUNT(*))) AS __sev,
-    SUM({index}) AS __s FROM __all GROUP BY __u),
-__pairs AS (SELECT __k0, LEAST(__a, 5) AS __w,
-    CASE WHEN __a <= 5 THEN __s ELSE (__s * LEAST(__a, 5)) // __a END AS __s,
-    NOT __sev AND __k0 BETWEEN 0 AND {top} AND FLOOR(__k0) = __k0 AS __keep, __sev,
-    __sev OR __a > 5 AS __heavy FROM __units),
-__groups AS (SELECT __k0, SUM(__w) FILTER (WHERE __keep) AS __m0,
-    SUM(CAST(__s AS BIGINT)) FILTER (WHERE __keep) AS __m1, COUNT(*) FILTER (WHERE __keep) AS __c,
-    COUNT(*) FILTER (WHERE __heavy) AS __h, COUNT(*) FILTER (WHERE __sev) AS __v
-    FROM __pairs GROUP BY __k0)
-SELECT * FROM (SELECT __k0, __m0, __m1, SUM(__h) OVER () AS __over, SUM(__v) OVER () AS __several,
-    __c FROM __groups) WHERE __c > 0
-"""
-"""The single pass of the issue, for one group per unit and the benchmark's declaration (grp in
-0..top, value in [0, 100], at most 5 rows): one aggregation per unit over every row (its rows,
-its key if it has one, the exact integer sum of its values' indices), each unit of one key
-counted as the existing scaled bounding counts its one pair (min(n, 5) rows, sums scaled), and
-the units beyond their bounds counted from the same aggregation (a window over the groups);
-units of several keys are only counted (their pairs would need a second look at their rows)."""
+# --statements: the first query's statements against the single pass, in one process
 
 
 def statement_timings(args: argparse.Namespace) -> None:
-    """Time the first query's statements and a single pass over the rows, in one process.
+    """Time the first query's statements and the single pass, in one process.
 
     For each shape at ``--shape-rows`` rows: the floor, the current units-beyond-bounds
     statement (``over``), the aggregation a session runs after it (without bounding steps
     when no unit is beyond its bounds, else every unit's pairs scaled), both together, and
-    :data:`SINGLE_PASS`; each ``--repeats`` times, interleaved, CPU seconds of this process
-    (user + system, all DuckDB threads) and wall seconds, medians. The statements are the
-    ones dpcurator renders for the benchmark's declaration (``src`` of this checkout).
+    the single pass (``Statements.single``: one aggregation per unit, the same aggregates);
+    each ``--repeats`` times, interleaved, CPU seconds of this process (user + system, all
+    DuckDB threads) and wall seconds, medians. The statements are the ones dpcurator renders
+    for the benchmark's declaration (``src`` of this checkout).
     """
+
     sys.path.insert(0, str(REPO / "src"))
     from dpcurator.accounting import Budget
     from dpcurator.curator import Column, Session, Table
-    from dpcurator.curator._measures import ValueSum
-    from dpcurator.curator._statements import _row_index, all_pairs, without_heavy
+    from dpcurator.curator._statements import all_pairs, without_heavy
 
     rows = args.shape_rows
     print(f"statements at {rows:,} rows: CPU s (wall s), medians of {args.repeats}")
@@ -959,28 +937,19 @@ def statement_timings(args: argparse.Namespace) -> None:
         heavy = shape.key != engines_data.BASE.key
         main = all_pairs(plan.statements.main) if heavy else without_heavy(plan.statements.main)
         relation = engine.relation("t")
-        value = (
-            'CASE WHEN "value" IS NULL OR ISNAN(CAST("value" AS DOUBLE)) THEN 50.0 ELSE CASE '
-            'WHEN CAST("value" AS DOUBLE) < 0.0 THEN 0.0 WHEN CAST("value" AS DOUBLE) > 100.0 '
-            'THEN 100.0 ELSE CAST("value" AS DOUBLE) END END'
-        )
-        summed = next(m for m in plan.measurements if isinstance(m.measure, ValueSum))
-        assert isinstance(summed.measure, ValueSum)
-        index = _row_index(plan.values[0], summed.measure, summed.bits).sql(dialect="duckdb")
+        assert plan.statements.single is not None
         over = engine.render(plan.statements.over, "t")
         statements = {
             "floor": f"SELECT COUNT(*), SUM(n) FROM (SELECT unit_id, COUNT(*) AS n FROM "
             f"{relation} GROUP BY unit_id)",
             "over": f"SELECT COUNT(*) FROM ({over})",
             "aggregation": engine.render(main, "t"),
-            "single pass": SINGLE_PASS.format(
-                rows=relation, value=value, index=index, top=shape.groups - 1
-            ),
+            "single pass": engine.render(plan.statements.single, "t"),
         }
         conn = engine._connection
-        today = sorted(tuple(r[:3]) for r in conn.execute(statements["aggregation"]).fetchall())
-        single = sorted(tuple(r[:3]) for r in conn.execute(statements["single pass"]).fetchall())
-        if today != single:  # every unit has one key here: the same aggregates either way
+        today = sorted(tuple(r) for r in conn.execute(statements["aggregation"]).fetchall())
+        single = sorted(tuple(r) for r in conn.execute(statements["single pass"]).fetchall())
+        if today != single:
             raise SystemExit(f"{shape.key}: the single pass differs from the aggregation")
         spent: dict[str, list[tuple[float, float]]] = {name: [] for name in statements}
         for _ in range(args.repeats):
