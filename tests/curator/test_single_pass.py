@@ -24,6 +24,7 @@ from dpcurator.curator import _statements as statements
 from dpcurator.curator._sampling import one_pass_pays
 from dpcurator.curator._session import Session
 from tests.curator.conftest import EngineKind, open_session
+from tests.curator.test_over_key_codes import _frame as key_codes_frame
 
 QUERIES = [
     "SELECT g, COUNT(*), SUM(x), AVG(x) FROM t GROUP BY g",
@@ -38,30 +39,16 @@ QUERIES = [
 
 
 def _frame(seed: int = 5) -> pd.DataFrame:
-    """Units of 1 to 8 rows: most of one key, some of two, NULL or out-of-domain keys."""
+    """Units of 1 to 4 rows, with a nullable column ``y`` and a key ``v`` of 16 values.
+
+    Most units have one key, some several, NULL or out-of-domain keys
+    (``tests.curator.test_over_key_codes._frame``).
+    """
+    frame = key_codes_frame(seed)
     rng = np.random.default_rng(seed)
-    rows: list[tuple[int, float, float, float, int]] = []
-    for unit in range(400):
-        size = int(rng.integers(1, 9))
-        own = int(rng.integers(0, 20))
-        kind = unit % 7
-        for i in range(size):
-            g: float = own
-            if kind == 1 and i == size - 1:
-                g = (own + 1) % 20  # two keys of the domain
-            elif kind == 2 and i == 0:
-                g = np.nan  # NULL and a key
-            elif kind == 3:
-                g = 100 + i  # only keys outside the domain
-            elif kind == 4 and i == 0:
-                g = -7  # a key outside the domain and one inside
-            elif kind == 5:
-                g = [1, 2, 3][i % 3]  # three keys, each in many rows
-            y = np.nan if rng.random() < 0.2 else float(rng.uniform(-5, 5))
-            rows.append((unit, g, float(rng.uniform(0, 100)), y, int(rng.integers(0, 16))))
-    frame = pd.DataFrame(rows, columns=["u", "g", "x", "y", "v"])
-    frame["g"] = frame["g"].astype("Int64")
-    frame["w"] = frame["g"] * 2000  # a domain of 40,000 keys: packed in 31 bits
+    y = rng.uniform(-5, 5, len(frame))
+    frame["y"] = np.where(rng.random(len(frame)) < 0.2, np.nan, y)
+    frame["v"] = rng.integers(0, 16, len(frame))
     return frame
 
 
@@ -70,7 +57,7 @@ def _table(source: Any, *, per_group: int | None = None) -> Table:
         "t",
         source,
         privacy_unit="u",
-        max_rows_per_unit=4,
+        max_rows_per_unit=3,
         max_groups_per_unit=1,
         max_rows_per_group=per_group,
         columns=[
@@ -174,17 +161,20 @@ def _units(sizes: np.ndarray, *, shuffled: bool, seed: int = 0) -> pd.DataFrame:
     return frame.sample(frac=1.0, random_state=seed) if shuffled else frame
 
 
-def _session_on(frame: pd.DataFrame, path: Path, engine: EngineKind = "duckdb") -> Session:
-    frame.to_parquet(path)
-    table = Table(
+def _units_table(source: Any) -> Table:
+    return Table(
         "t",
-        str(path),
+        source,
         privacy_unit="u",
         max_rows_per_unit=5,
         max_groups_per_unit=1,
         columns=[Column("g", domain=list(range(20))), Column("x", lower=0, upper=100)],
     )
-    return open_session(table, engine=engine)
+
+
+def _session_on(frame: pd.DataFrame, path: Path, engine: EngineKind = "duckdb") -> Session:
+    frame.to_parquet(path)
+    return open_session(_units_table(str(path)), engine=engine)
 
 
 SHAPES = {
@@ -236,15 +226,7 @@ def test_the_prefix_is_read_only_where_the_table_size_is_known(kind: str, tmp_pa
     if kind == "csv":
         source = str(tmp_path / "t.csv")
         frame.to_csv(source, index=False)
-    table = Table(
-        "t",
-        source,
-        privacy_unit="u",
-        max_rows_per_unit=5,
-        max_groups_per_unit=1,
-        columns=[Column("g", domain=list(range(20))), Column("x", lower=0, upper=100)],
-    )
-    session = open_session(table)
+    session = open_session(_units_table(source))
     session.sql("SELECT g, COUNT(*) FROM t GROUP BY g", epsilon=1.0)
     assert [chosen for _, chosen in session._passes.values()] == [kind == "arrow"]
 

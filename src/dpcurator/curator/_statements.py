@@ -59,6 +59,13 @@ Then one aggregation per group computes every measure: exact integer counts and 
 that knows many units are beyond their bounds runs a scaled statement through
 :func:`all_pairs`: every unit's pairs scaled, without the join that splits the rows (the same
 result, since scaling a pair within its bounds changes nothing).
+
+A scaled statement with one group per unit (or without keys), whose keys are runs of
+integers, also has a *single-pass* variant (:attr:`Statements.single`, :func:`_single_pass`):
+one aggregation per unit of the analyst's rows, each unit's key read back from its packed
+codes, without :data:`OVER`; the same aggregates at about the cost of one ``GROUP BY unit``,
+which a session prefers where most units are beyond their bounds
+(:mod:`dpcurator.curator._sampling`).
 """
 
 from __future__ import annotations
@@ -487,13 +494,19 @@ def _key_code(key: KeySpec) -> tuple[exp.Expr, int | None]:
     ``COUNT`` of the key. Any other key is read as it is (packing None).
     """
     value = _key_value(key)
-    run = _integer_run(key.domain)
-    if run is None or run[1] - run[0] + 1 >= 2**31 - 1:
+    run = _packable_run(key.domain)
+    if run is None:
         return value, None
     bits, kind = _packing(run)
     inside = _in_domain(value.copy(), key.domain or ())
     code = _case([(inside, _code(value, run, kind))], exp.cast(_integer(0), kind))
     return _packed(code, bits, kind), bits
+
+
+def _packable_run(domain: tuple[object, ...] | None) -> tuple[int, int] | None:
+    """Return a domain's run of integers ``a..b`` if its codes can be packed, else None."""
+    run = _integer_run(domain)
+    return run if run is not None and run[1] - run[0] + 1 < 2 ** _PACKINGS[-1][0] - 1 else None
 
 
 def _packing(run: tuple[int, int]) -> tuple[int, str]:
@@ -706,8 +719,7 @@ def _single_pass_applies(keys: Sequence[KeySpec], contribution: Contribution) ->
     grouped = [key for key in keys if not key.is_bin]
     if grouped and contribution.groups != 1:
         return False
-    runs = [_integer_run(key.domain) for key in grouped]
-    return all(r is not None and r[1] - r[0] < 2**31 - 2 for r in runs)
+    return all(_packable_run(key.domain) is not None for key in grouped)
 
 
 def _single_pass(
@@ -736,7 +748,7 @@ def _single_pass(
     assert _single_pass_applies(keys, contribution)
     c = contribution.per_group
     grouped = [key for key in keys if not key.is_bin]
-    runs = [_integer_run(key.domain) for key in grouped]
+    runs = [_packable_run(key.domain) for key in grouped]
     capped = _least(_ref("__n"), _integer(c))
     limit = contribution.rows + contribution.groups * c
     count = exp.alias_(exp.Count(this=exp.Star()), "__n")
@@ -768,7 +780,7 @@ def _single_pass(
         total = p.pair.copy() if p.largest is None else exp.Sum(this=_double(p.row.copy()))
         items.append(exp.alias_(total, p.name))
     one = [
-        exp.alias_(exp.cast(_ref(p.name), "BIGINT"), p.name) if p.largest else _ref(p.name)
+        _ref(p.name) if p.largest is None else exp.alias_(exp.cast(_ref(p.name), "BIGINT"), p.name)
         for p in parts
     ]
     units = exp.select(*items).from_("__rows").group_by(UNIT)
