@@ -231,6 +231,27 @@ def test_the_prefix_is_read_only_where_the_table_size_is_known(kind: str, tmp_pa
     assert [chosen for _, chosen in session._passes.values()] == [kind == "arrow"]
 
 
+def test_releases_are_the_same_whichever_plan_runs(tmp_path: Path) -> None:
+    """Through the public API: one pass (Parquet) and two statements (CSV), the same noise."""
+    frame = _units(np.tile(np.arange(4, 13), 3_000), shuffled=True)
+    parquet, csv = str(tmp_path / "t.parquet"), str(tmp_path / "t.csv")
+    frame.to_parquet(parquet)
+    frame.to_csv(csv, index=False)
+    queries = [
+        "SELECT g, COUNT(*) AS n, SUM(x) AS s, AVG(x) AS a FROM t GROUP BY g",
+        "SELECT g, COUNT(*) AS n FROM t WHERE x > 40 GROUP BY g",
+        "SELECT COUNT(*) AS n, SUM(x) AS s FROM t",
+    ]
+    tables = []
+    for source in (parquet, csv):
+        session = open_session(_units_table(source), seed=11)
+        tables.append([session.sql(q, epsilon=1.0).table for q in queries])
+        chosen = [c for _, c in session._passes.values()]
+        assert chosen == ([True, True] if source == parquet else [False, False])
+    for one_pass, two_statements in zip(*tables, strict=True):
+        pd.testing.assert_frame_equal(one_pass, two_statements)
+
+
 def test_spark_keeps_the_units_beyond_bounds_plan(tmp_path: Path, spark: Any) -> None:
     """Spark reads no prefix (a job each): its sessions find the units beyond bounds first."""
     session = _session_on(
