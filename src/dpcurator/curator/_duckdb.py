@@ -48,6 +48,7 @@ from dpcurator.curator._engine import (
     check_columns,
     check_derived,
     declared_tables,
+    integer_columns,
     quote,
     render,
     with_derived,
@@ -96,6 +97,7 @@ class DuckDBEngine(ClosesOnExit):
         declared = {} if tables is None else declared_tables(tables)
         self._tables: dict[str, Table] = {}
         self._kinds: dict[str, dict[str, Kind]] = {}
+        self._integers: dict[str, frozenset[str]] = {}
         self._lock = threading.RLock()
         self._prepared: set[str] = set()
         self._relations: dict[str, exp.Expr] = {}  # the rows read (derived columns added)
@@ -216,6 +218,7 @@ class DuckDBEngine(ClosesOnExit):
         if any(c.expression is not None for c in table.columns):
             types = self._describe(self.relation(table.name), table)
         self._kinds[table.name] = check_columns(table, types, self.dialect)
+        self._integers[table.name] = integer_columns(types, self.dialect)
 
     def _describe(self, relation: str, table: Table) -> dict[str, str]:
         """Return the type of each column of ``relation`` (lower-cased names)."""
@@ -249,7 +252,7 @@ class DuckDBEngine(ClosesOnExit):
 
     def render(self, statement: exp.Query, table: str) -> str:
         """Return ``statement`` as DuckDB SQL reading ``table``'s rows."""
-        return render(statement, self._relation(table), self.dialect)
+        return render(statement, self._relation(table), self.dialect, self._integers[table])
 
     def prepare(self, statement: exp.Query, table: str) -> None:
         """Bind ``statement`` without running it; refuse it if it does not fit the tables' types.

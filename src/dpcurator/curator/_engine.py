@@ -29,7 +29,7 @@ from sqlglot import exp
 from dpcurator.curator._cache import Recent
 from dpcurator.curator._rowwise import row_expression
 from dpcurator.curator._table import Table
-from dpcurator.curator._types import Kind, kind_of_type
+from dpcurator.curator._types import Kind, is_integer_type, kind_of_type
 from dpcurator.errors import InvalidParameterError
 
 __all__ = [
@@ -39,6 +39,7 @@ __all__ = [
     "check_columns",
     "check_derived",
     "declared_tables",
+    "integer_columns",
     "quote",
     "render",
     "with_derived",
@@ -219,6 +220,11 @@ def check_columns(table: Table, types: Mapping[str, str], dialect: str) -> dict[
     return kinds
 
 
+def integer_columns(types: Mapping[str, str], dialect: str) -> frozenset[str]:
+    """Return the columns of integer types among ``types`` (lower-cased names: type names)."""
+    return frozenset(name for name, kind in types.items() if is_integer_type(kind, dialect))
+
+
 def with_derived(relation: exp.Expr, table: Table) -> exp.Expr:
     """Return ``relation``'s rows with ``table``'s derived columns appended.
 
@@ -280,23 +286,51 @@ plan's statements are rendered to bind them, to run them and to report them, and
 reuses its plans, so most renders repeat (trees are never changed once built)."""
 
 
-def render(statement: exp.Query, relation: exp.Expr, dialect: str) -> str:
+def render(
+    statement: exp.Query,
+    relation: exp.Expr,
+    dialect: str,
+    integers: frozenset[str] = frozenset(),
+) -> str:
     """Render ``statement`` in ``dialect`` with :data:`SOURCE` replaced by ``relation``.
+
+    ``integers``: the relation's columns of integer types (lower-cased), whose tests of being
+    whole are dropped (:func:`_whole_tested`).
 
     >>> import sqlglot
     >>> tree = sqlglot.parse_one("SELECT COUNT(*) AS n FROM __source")
     >>> render(tree, exp.to_table("people"), "spark")
     'SELECT COUNT(*) AS n FROM people'
     """
-    key = (id(statement), id(relation), dialect)
+    key = (id(statement), id(relation), dialect, integers)
     kept = _RENDERED.get(key)
     if kept is None or kept[0] is not statement or kept[1] is not relation:
-        kept = (statement, relation, _render(statement, relation, dialect))
+        kept = (statement, relation, _render(statement, relation, dialect, integers))
         _RENDERED.put(key, kept)
     return kept[2]
 
 
-def _render(statement: exp.Query, relation: exp.Expr, dialect: str) -> str:
+def _whole_tested(node: exp.Expr, integers: frozenset[str]) -> exp.Expr:
+    """``x BETWEEN a AND b AND FLOOR(x) = x`` as ``x BETWEEN a AND b`` for an integer column.
+
+    The domain test of a run of integers (:func:`~dpcurator.curator._statements._in_domain`)
+    checks that the key is whole, which a column of an integer type always is: the same rows
+    (a NULL fails the range test either way), without computing ``FLOOR`` on every row.
+    """
+    if not isinstance(node, exp.And) or not isinstance(node.this, exp.Between):
+        return node
+    test, x = node.expression, node.this.this
+    if not (isinstance(x, exp.Column) and not x.table and x.name.lower() in integers):
+        return node
+    floor = test.this if isinstance(test, exp.EQ) else None
+    if not isinstance(floor, exp.Floor) or floor.args.get("decimals") is not None:
+        return node
+    return node.this if floor.this == x and test.expression == x else node
+
+
+def _render(
+    statement: exp.Query, relation: exp.Expr, dialect: str, integers: frozenset[str]
+) -> str:
 
     def bind(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Table) and node.name == SOURCE and not node.args.get("db"):
@@ -307,6 +341,8 @@ def _render(statement: exp.Query, relation: exp.Expr, dialect: str) -> str:
         return node
 
     bound = statement.transform(bind)
+    if integers:
+        bound = bound.transform(lambda node: _whole_tested(node, integers), copy=False)
     fix = _DIALECT_FIXES.get(dialect)
     if fix is not None:
         bound = bound.transform(fix, copy=False)

@@ -57,6 +57,7 @@ from dpcurator.curator._engine import (
     check_columns,
     check_derived,
     declared_tables,
+    integer_columns,
     render,
     with_derived,
 )
@@ -291,6 +292,7 @@ class SparkEngine(ClosesOnExit):
         self._lock = threading.RLock()
         self._tables: dict[str, Table] = {}
         self._kinds: dict[str, dict[str, Kind]] = {}
+        self._integers: dict[str, frozenset[str]] = {}
         self._sources: dict[str, _Source] = {}
         self._read: dict[str, exp.Expr] = {}  # the rows read (derived columns added)
         self._prepared: set[str] = set()
@@ -485,6 +487,7 @@ class SparkEngine(ClosesOnExit):
                 ) from None
             types = {f.name.lower(): f.dataType.simpleString().upper() for f in derived.fields}
         self._kinds[table.name] = check_columns(table, types, self.dialect)
+        self._integers[table.name] = integer_columns(types, self.dialect)
 
     def _refresh(self, table: str) -> None:
         """Read a file source again if its files changed since (Spark lists files once)."""
@@ -547,7 +550,7 @@ class SparkEngine(ClosesOnExit):
             raise InvalidParameterError(
                 "statement", type(statement).__name__, "must be a sqlglot query (SELECT ...)"
             )
-        return render(statement, self._relation(table), self.dialect)
+        return render(statement, self._relation(table), self.dialect, self._integers[table])
 
     def prepare(self, statement: exp.Query, table: str) -> None:
         """Bind ``statement`` without running it; refuse it if it does not fit the table's types.

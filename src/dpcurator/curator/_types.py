@@ -33,7 +33,7 @@ from sqlglot import exp
 
 from dpcurator.errors import QueryError
 
-__all__ = ["Kind", "check_key_types", "check_where_types", "kind_of_type"]
+__all__ = ["Kind", "check_key_types", "check_where_types", "is_integer_type", "kind_of_type"]
 
 
 class Kind(enum.Enum):
@@ -57,6 +57,19 @@ def kind_of_type(name: str, dialect: str) -> Kind:
     except Exception:  # a type sqlglot does not know is of no kind the checks use
         return Kind.OTHER
     return _kind_of_data_type(data_type)
+
+
+def is_integer_type(name: str, dialect: str) -> bool:
+    """Return whether a source column's type, as the engine names it, holds integers only.
+
+    >>> is_integer_type("BIGINT", "duckdb"), is_integer_type("double", "spark")
+    (True, False)
+    """
+    try:
+        data_type = exp.DataType.build(name, dialect=dialect)
+    except Exception:  # a type sqlglot does not know is not known to hold integers
+        return False
+    return data_type.is_type(*exp.DataType.INTEGER_TYPES)
 
 
 def _kind_of_data_type(data_type: exp.DataType) -> Kind:
