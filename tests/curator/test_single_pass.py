@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -161,10 +162,11 @@ def _units(sizes: np.ndarray, *, shuffled: bool, seed: int = 0) -> pd.DataFrame:
     return frame.sample(frac=1.0, random_state=seed) if shuffled else frame
 
 
-def _units_table(source: Any) -> Table:
+def _units_table(source: Any, **options: Any) -> Table:
     return Table(
         "t",
         source,
+        **options,
         privacy_unit="u",
         max_rows_per_unit=5,
         max_groups_per_unit=1,
@@ -218,15 +220,20 @@ def test_the_quarter_of_the_prefix_tells_sorted_rows_from_shuffled_ones(tmp_path
     )
 
 
-@pytest.mark.parametrize("kind", ["arrow", "csv"])
+@pytest.mark.parametrize("kind", ["arrow", "csv", "duckdb"])
 def test_the_prefix_is_read_only_where_the_table_size_is_known(kind: str, tmp_path: Path) -> None:
-    """An Arrow table knows its length; a CSV file would be read whole to count its rows."""
+    """An Arrow table knows its length; a CSV file would be read whole to count its rows, and
+    a DuckDB database's source table may be a view computed in full."""
     frame = _units(np.full(30_000, 10), shuffled=True)
-    source: Any = pa.Table.from_pandas(frame, preserve_index=False)
+    table = _units_table(pa.Table.from_pandas(frame, preserve_index=False))
     if kind == "csv":
-        source = str(tmp_path / "t.csv")
-        frame.to_csv(source, index=False)
-    session = open_session(_units_table(source))
+        frame.to_csv(tmp_path / "t.csv", index=False)
+        table = _units_table(str(tmp_path / "t.csv"))
+    elif kind == "duckdb":
+        with duckdb.connect(str(tmp_path / "t.duckdb")) as database:
+            database.execute("CREATE TABLE rows AS SELECT * FROM frame")
+        table = _units_table(str(tmp_path / "t.duckdb"), source_table="rows")
+    session = open_session(table)
     session.sql("SELECT g, COUNT(*) FROM t GROUP BY g", epsilon=1.0)
     assert [chosen for _, chosen in session._passes.values()] == [kind == "arrow"]
 

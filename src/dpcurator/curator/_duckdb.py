@@ -297,16 +297,17 @@ class DuckDBEngine(ClosesOnExit):
     def row_count(self, table: str) -> int | None:
         """Return ``table``'s number of rows where it costs little to learn, else None.
 
-        A Parquet file's count is in its metadata and a DuckDB database keeps its tables'
-        counts; an Arrow table knows its length. A CSV file (a whole read) and a table of a
-        connection or a DataFrame (rows that may change) give None.
+        A Parquet file's count is in its metadata and an Arrow table knows its length. Other
+        sources give None: a CSV file (a whole read), a DuckDB database (its source table may
+        be a view, computed in full), a table of a connection or a DataFrame (rows that may
+        change).
         """
         source = self._tables[table].source
         if isinstance(source, pa.Table):
             return int(source.num_rows)
         if not isinstance(source, str | os.PathLike):
             return None
-        if not os.fspath(source).lower().endswith((".parquet", ".pq", ".duckdb", ".db", ".ddb")):
+        if not os.fspath(source).lower().endswith((".parquet", ".pq")):
             return None
         with self._lock:
             found = self._connection.execute(f"SELECT COUNT(*) FROM {self.relation(table)}")
