@@ -1,10 +1,10 @@
 """A key column of an integer type skips the test that its values are whole: the same rows.
 
-The domain test of a run of integers is ``x BETWEEN a AND b AND FLOOR(x) = x``. An engine drops
-the ``FLOOR`` test where the source column has an integer type (always whole; a NULL fails the
-range test anyway) and keeps it for any other type. Checked on both engines against the
-statements rendered with every test kept, with a negative control: dropped for a column of
-doubles, the test would let ``2.5`` in.
+The domain test of a run of integers is ``x BETWEEN a AND b AND FLOOR(x) = x``. A plan drops
+the ``FLOOR`` test where the engine reports the source column's type as an integer type (always
+whole; a NULL fails the range test anyway) and keeps it for any other type. Checked on both
+engines against sessions whose engine reports no integer column, with a negative control:
+dropped for a column of doubles, the test would let ``2.5`` in.
 """
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpcurator.curator import Column, Table, _duckdb, _engine
+from dpcurator.curator import Column, Table
+from dpcurator.curator._duckdb import DuckDBEngine
+from dpcurator.curator._spark import SparkEngine
 from tests.curator.conftest import EngineKind, exact_aggregates, open_session
 
 QUERIES = [
@@ -75,7 +77,11 @@ def test_integer_keys_skip_the_whole_test_with_the_same_aggregates(
     plan = session.plan(QUERIES[1], epsilon=1.0)
     assert "FLOOR(" in session._engine.render(plan.statements.main, "t")
     skipped = _aggregates(engine_kind)
-    monkeypatch.setattr(_engine, "_whole_tested", lambda node, integers: node)
+    for engine in (DuckDBEngine, SparkEngine):
+        monkeypatch.setattr(engine, "integer_columns", lambda self, table: frozenset())
+    session = open_session(_table(), engine=engine_kind)
+    plan = session.plan(QUERIES[0], epsilon=1.0)
+    assert "FLOOR(" in session._engine.render(plan.statements.main, "t")  # the control tests
     assert skipped == _aggregates(engine_kind)
 
 
@@ -84,8 +90,5 @@ def test_skipping_the_whole_test_of_doubles_would_change_the_aggregates(
 ) -> None:
     """Negative control: a column of doubles taken for integers lets ``2.5`` into the domain."""
     kept = _aggregates("duckdb")
-    original = _engine.integer_columns
-    monkeypatch.setattr(
-        _duckdb, "integer_columns", lambda types, dialect: original(types, dialect) | {"d"}
-    )
+    monkeypatch.setattr(DuckDBEngine, "integer_columns", lambda self, table: frozenset({"i", "d"}))
     assert _aggregates("duckdb")[1] != kept[1]

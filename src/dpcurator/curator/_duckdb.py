@@ -48,7 +48,7 @@ from dpcurator.curator._engine import (
     check_columns,
     check_derived,
     declared_tables,
-    integer_columns,
+    integer_typed,
     quote,
     render,
     with_derived,
@@ -218,7 +218,7 @@ class DuckDBEngine(ClosesOnExit):
         if any(c.expression is not None for c in table.columns):
             types = self._describe(self.relation(table.name), table)
         self._kinds[table.name] = check_columns(table, types, self.dialect)
-        self._integers[table.name] = integer_columns(types, self.dialect)
+        self._integers[table.name] = integer_typed(types, self.dialect)
 
     def _describe(self, relation: str, table: Table) -> dict[str, str]:
         """Return the type of each column of ``relation`` (lower-cased names)."""
@@ -252,7 +252,7 @@ class DuckDBEngine(ClosesOnExit):
 
     def render(self, statement: exp.Query, table: str) -> str:
         """Return ``statement`` as DuckDB SQL reading ``table``'s rows."""
-        return render(statement, self._relation(table), self.dialect, self._integers[table])
+        return render(statement, self._relation(table), self.dialect)
 
     def prepare(self, statement: exp.Query, table: str) -> None:
         """Bind ``statement`` without running it; refuse it if it does not fit the tables' types.
@@ -293,6 +293,10 @@ class DuckDBEngine(ClosesOnExit):
             names = [str(d[0]) for d in cursor.description or ()]
             rows = cursor.fetchall()
         return {name: [row[i] for row in rows] for i, name in enumerate(names)}
+
+    def integer_columns(self, table: str) -> frozenset[str]:
+        """Return ``table``'s columns of integer types (lower-cased names; public schema)."""
+        return self._integers[table]
 
     def row_count(self, table: str) -> int | None:
         """Return ``table``'s number of rows where it costs little to learn, else None.

@@ -39,7 +39,7 @@ __all__ = [
     "check_columns",
     "check_derived",
     "declared_tables",
-    "integer_columns",
+    "integer_typed",
     "quote",
     "render",
     "with_derived",
@@ -115,6 +115,10 @@ class Engine(Protocol):
 
     def materialize(self, statement: exp.Query, table: str) -> exp.Table:
         """Run ``statement`` into a temporary table of the engine; return its name."""
+        ...
+
+    def integer_columns(self, table: str) -> frozenset[str]:
+        """Return ``table``'s columns of integer types (lower-cased names; public schema)."""
         ...
 
     def row_count(self, table: str) -> int | None:
@@ -220,7 +224,7 @@ def check_columns(table: Table, types: Mapping[str, str], dialect: str) -> dict[
     return kinds
 
 
-def integer_columns(types: Mapping[str, str], dialect: str) -> frozenset[str]:
+def integer_typed(types: Mapping[str, str], dialect: str) -> frozenset[str]:
     """Return the columns of integer types among ``types`` (lower-cased names: type names)."""
     return frozenset(name for name, kind in types.items() if is_integer_type(kind, dialect))
 
@@ -286,51 +290,23 @@ plan's statements are rendered to bind them, to run them and to report them, and
 reuses its plans, so most renders repeat (trees are never changed once built)."""
 
 
-def render(
-    statement: exp.Query,
-    relation: exp.Expr,
-    dialect: str,
-    integers: frozenset[str] = frozenset(),
-) -> str:
+def render(statement: exp.Query, relation: exp.Expr, dialect: str) -> str:
     """Render ``statement`` in ``dialect`` with :data:`SOURCE` replaced by ``relation``.
-
-    ``integers``: the relation's columns of integer types (lower-cased), whose tests of being
-    whole are dropped (:func:`_whole_tested`).
 
     >>> import sqlglot
     >>> tree = sqlglot.parse_one("SELECT COUNT(*) AS n FROM __source")
     >>> render(tree, exp.to_table("people"), "spark")
     'SELECT COUNT(*) AS n FROM people'
     """
-    key = (id(statement), id(relation), dialect, integers)
+    key = (id(statement), id(relation), dialect)
     kept = _RENDERED.get(key)
     if kept is None or kept[0] is not statement or kept[1] is not relation:
-        kept = (statement, relation, _render(statement, relation, dialect, integers))
+        kept = (statement, relation, _render(statement, relation, dialect))
         _RENDERED.put(key, kept)
     return kept[2]
 
 
-def _whole_tested(node: exp.Expr, integers: frozenset[str]) -> exp.Expr:
-    """``x BETWEEN a AND b AND FLOOR(x) = x`` as ``x BETWEEN a AND b`` for an integer column.
-
-    The domain test of a run of integers (:func:`~dpcurator.curator._statements._in_domain`)
-    checks that the key is whole, which a column of an integer type always is: the same rows
-    (a NULL fails the range test either way), without computing ``FLOOR`` on every row.
-    """
-    if not isinstance(node, exp.And) or not isinstance(node.this, exp.Between):
-        return node
-    test, x = node.expression, node.this.this
-    if not (isinstance(x, exp.Column) and not x.table and x.name.lower() in integers):
-        return node
-    floor = test.this if isinstance(test, exp.EQ) else None
-    if not isinstance(floor, exp.Floor) or floor.args.get("decimals") is not None:
-        return node
-    return node.this if floor.this == x and test.expression == x else node
-
-
-def _render(
-    statement: exp.Query, relation: exp.Expr, dialect: str, integers: frozenset[str]
-) -> str:
+def _render(statement: exp.Query, relation: exp.Expr, dialect: str) -> str:
 
     def bind(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Table) and node.name == SOURCE and not node.args.get("db"):
@@ -341,8 +317,6 @@ def _render(
         return node
 
     bound = statement.transform(bind)
-    if integers:
-        bound = bound.transform(lambda node: _whole_tested(node, integers), copy=False)
     fix = _DIALECT_FIXES.get(dialect)
     if fix is not None:
         bound = bound.transform(fix, copy=False)

@@ -539,6 +539,7 @@ def make_plan(
     rho: float | None = None,
     noise: Noise = "auto",
     gaussian_events: bool = False,
+    integer_columns: frozenset[str] = frozenset(),
 ) -> Plan:
     r"""Plan ``query`` under ``(epsilon, delta)`` or ``rho``: split the budget, build the SQL.
 
@@ -585,6 +586,9 @@ def make_plan(
         > 0: a zCDP query.
     noise : {"auto", "laplace", "gaussian"}, default "auto"
     gaussian_events : bool, default False
+    integer_columns : frozenset of str, default empty
+        The source's columns of integer types (lower-cased): their keys' domain tests skip
+        testing that values are whole.
 
     Returns
     -------
@@ -603,7 +607,7 @@ def make_plan(
     if noise not in NOISES:
         raise InvalidParameterError("noise", noise, f"must be one of {', '.join(NOISES)}")
     dlt = check_delta(delta)
-    keys = _keys(query)
+    keys = _keys(query, integer_columns)
     selection = any(k.domain is None for k in keys)
     if selection and (dlt == 0.0 or rho is not None):
         undeclared = [k.column for k in keys if k.domain is None]
@@ -755,15 +759,16 @@ def _contribution_of(query: ParsedQuery, keys: Sequence[KeySpec]) -> Contributio
     return _contribution(query.table, key_cells, bins, bool(query.group_by))
 
 
-def _key(query: ParsedQuery, name: str, alias: str) -> KeySpec:
+def _key(query: ParsedQuery, name: str, alias: str, integers: frozenset[str]) -> KeySpec:
     computed = query.computed.get(name)
     if computed is not None:
         return KeySpec(name, alias, computed.domain, expression=computed.expression)
-    return KeySpec(name, alias, query.table.column(name).domain)
+    domain = query.table.column(name).domain
+    return KeySpec(name, alias, domain, whole=name.lower() in integers)
 
 
-def _keys(query: ParsedQuery) -> tuple[KeySpec, ...]:
-    keys = [_key(query, name, f"__k{i}") for i, name in enumerate(query.group_by)]
+def _keys(query: ParsedQuery, integers: frozenset[str]) -> tuple[KeySpec, ...]:
+    keys = [_key(query, name, f"__k{i}", integers) for i, name in enumerate(query.group_by)]
     hist = query.histogram
     if hist is not None:
         keys.append(_bin_key(hist))

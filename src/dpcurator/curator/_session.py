@@ -280,14 +280,16 @@ class Session:
             )
         key = (query, epsilon, delta, rho)
         plan = self._plans.get(key)
-        if plan is None:  # a plan is a function of the query and the declarations only
+        if plan is None:  # a function of the query, the declarations and the public schema
+            parsed = parse_query(query, self._engine.tables)
             plan = make_plan(
-                parse_query(query, self._engine.tables),
+                parsed,
                 epsilon=epsilon,
                 delta=delta,
                 rho=rho,
                 noise=self._noise,
                 gaussian_events=self._gaussian_events,
+                integer_columns=self._engine.integer_columns(parsed.table.name),
             )
             self._plans.put(key, plan)
         parsed = plan.query
@@ -338,7 +340,7 @@ class Session:
     def _over_for(self, plan: Plan, version: Hashable) -> _Over:
         """Return the units beyond the plan's bounds, computed once per table version."""
         table = plan.query.table.name
-        key = (table, *plan.statements.over_key)
+        key = _over_key(plan)
         cached = self._over.get(key)
         if cached is None or cached.version != version:
             assert plan.statements.over is not None
@@ -356,8 +358,7 @@ class Session:
         them cheaply (:mod:`dpcurator.curator._sampling`); the aggregates are the same either
         way.
         """
-        table = plan.query.table.name
-        key = (table, *plan.statements.over_key)
+        key = _over_key(plan)
         cached = self._over.get(key)
         if cached is not None and cached.version == version:
             return cached.count >= _PAIRS_FROM
@@ -715,6 +716,11 @@ class _Over:
     def empty(self) -> bool:
         """True when no unit is beyond its bounds."""
         return self.count == 0
+
+
+def _over_key(plan: Plan) -> tuple[object, ...]:
+    """Return what a table's units beyond their bounds (and the choice of one pass) depend on."""
+    return (plan.query.table.name, *plan.statements.over_key)
 
 
 _PAIRS_FROM = 1 << 16

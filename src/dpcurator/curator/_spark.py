@@ -57,7 +57,7 @@ from dpcurator.curator._engine import (
     check_columns,
     check_derived,
     declared_tables,
-    integer_columns,
+    integer_typed,
     render,
     with_derived,
 )
@@ -487,7 +487,7 @@ class SparkEngine(ClosesOnExit):
                 ) from None
             types = {f.name.lower(): f.dataType.simpleString().upper() for f in derived.fields}
         self._kinds[table.name] = check_columns(table, types, self.dialect)
-        self._integers[table.name] = integer_columns(types, self.dialect)
+        self._integers[table.name] = integer_typed(types, self.dialect)
 
     def _refresh(self, table: str) -> None:
         """Read a file source again if its files changed since (Spark lists files once)."""
@@ -550,7 +550,7 @@ class SparkEngine(ClosesOnExit):
             raise InvalidParameterError(
                 "statement", type(statement).__name__, "must be a sqlglot query (SELECT ...)"
             )
-        return render(statement, self._relation(table), self.dialect, self._integers[table])
+        return render(statement, self._relation(table), self.dialect)
 
     def prepare(self, statement: exp.Query, table: str) -> None:
         """Bind ``statement`` without running it; refuse it if it does not fit the table's types.
@@ -601,6 +601,10 @@ class SparkEngine(ClosesOnExit):
             for f in fields
         ]
         return {f.name: [_value(row[i], integral[i]) for row in rows] for i, f in enumerate(fields)}
+
+    def integer_columns(self, table: str) -> frozenset[str]:
+        """Return ``table``'s columns of integer types (lower-cased names; public schema)."""
+        return self._integers[table]
 
     def row_count(self, table: str) -> int | None:
         """Return None: a Spark table's count costs a job (see :class:`Engine`)."""

@@ -20,6 +20,7 @@ class KeySpec:
 
     A histogram's bins are a key too (``labels`` name them; ``edges`` bound them), and so is a
     computed key (``expression``, over the source's columns; ``column`` is then its name).
+    ``whole``: the source column has an integer type, so every value is a whole number.
     """
 
     column: str
@@ -28,6 +29,7 @@ class KeySpec:
     labels: tuple[str, ...] | None = None
     edges: tuple[float, ...] | None = None
     expression: exp.Expr | None = None
+    whole: bool = False
 
     @property
     def is_bin(self) -> bool:

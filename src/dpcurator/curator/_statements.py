@@ -338,7 +338,7 @@ def _rows(
             continue
         projections.append((key.alias, _key_value(key)))
         if key.domain is not None:
-            filters.append(_in_domain(_key_value(key), key.domain))
+            filters.append(_in_domain(_key_value(key), key.domain, whole=key.whole))
     projections += [(v.alias, _clamped(v)) for v in values]
     projections += [(alias, _source_column(column)) for column, alias in counted]
     if not projections:
@@ -382,20 +382,23 @@ def _key_value(key: KeySpec) -> exp.Expr:
     return exp.TryCast(this=key.expression.copy(), to=exp.DataType.build(kind))
 
 
-def _in_domain(x: exp.Expr, domain: tuple[object, ...]) -> exp.Expr:
+def _in_domain(x: exp.Expr, domain: tuple[object, ...], *, whole: bool) -> exp.Expr:
     """``x IN (domain)``; for a run of consecutive integers, a range test instead.
 
     Safe without TRY: the engine refuses a text column with a domain of non-text values (the
     one case where an engine would cast each row's value, and could fail). A domain of
     ``n >= 16`` consecutive integers ``a, ..., a + n - 1`` is tested as ``a <= x <= a + n - 1``
     and ``FLOOR(x) = x`` (the same rows, for integer and floating-point columns alike), so
-    its SQL does not grow with ``n``.
+    its SQL does not grow with ``n``; for a key known to be ``whole`` (a column of an integer
+    type), the range alone (a NULL fails it either way).
     """
     run = _integer_run(domain)
     if run is not None:
         inside = exp.Between(this=x, low=_integer(run[0]), high=_integer(run[1]))
-        whole = exp.EQ(this=exp.func("FLOOR", x.copy()), expression=x.copy())
-        return exp.and_(inside, whole)
+        if whole:
+            return inside
+        integral = exp.EQ(this=exp.func("FLOOR", x.copy()), expression=x.copy())
+        return exp.and_(inside, integral)
     return exp.In(this=x, expressions=[exp.convert(v) for v in domain])
 
 
@@ -498,7 +501,7 @@ def _key_code(key: KeySpec) -> tuple[exp.Expr, int | None]:
     if run is None:
         return value, None
     bits, kind = _packing(run)
-    inside = _in_domain(value.copy(), key.domain or ())
+    inside = _in_domain(value.copy(), key.domain or (), whole=key.whole)
     code = _case([(inside, _code(value, run, kind))], exp.cast(_integer(0), kind))
     return _packed(code, bits, kind), bits
 

@@ -52,11 +52,8 @@ def kind_of_type(name: str, dialect: str) -> Kind:
     >>> kind_of_type("VARCHAR", "duckdb"), kind_of_type("decimal(38,0)", "spark")
     (<Kind.TEXT: 'text'>, <Kind.NUMBER: 'a number'>)
     """
-    try:
-        data_type = exp.DataType.build(name, dialect=dialect)
-    except Exception:  # a type sqlglot does not know is of no kind the checks use
-        return Kind.OTHER
-    return _kind_of_data_type(data_type)
+    data_type = _data_type(name, dialect)
+    return Kind.OTHER if data_type is None else _kind_of_data_type(data_type)
 
 
 def is_integer_type(name: str, dialect: str) -> bool:
@@ -65,11 +62,16 @@ def is_integer_type(name: str, dialect: str) -> bool:
     >>> is_integer_type("BIGINT", "duckdb"), is_integer_type("double", "spark")
     (True, False)
     """
+    data_type = _data_type(name, dialect)
+    return data_type is not None and data_type.is_type(*exp.DataType.INTEGER_TYPES)
+
+
+def _data_type(name: str, dialect: str) -> exp.DataType | None:
+    """Return the type ``name`` as sqlglot reads it, None for a type it does not know."""
     try:
-        data_type = exp.DataType.build(name, dialect=dialect)
-    except Exception:  # a type sqlglot does not know is not known to hold integers
-        return False
-    return data_type.is_type(*exp.DataType.INTEGER_TYPES)
+        return exp.DataType.build(name, dialect=dialect)
+    except Exception:  # unknown: of no kind the checks use, not known to hold integers
+        return None
 
 
 def _kind_of_data_type(data_type: exp.DataType) -> Kind:
